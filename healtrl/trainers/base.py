@@ -1,0 +1,414 @@
+"""`EntropyGRPOTrainer`: TRL's `GRPOTrainer` with four levers that the method trainers of healtrl override.
+
+The levers (see DEVELOPERS.md) are hooks; the base implementation of each one is a no-op, and with all of them off
+the trainer reproduces TRL's loss, gradients and metrics exactly (`tests/test_parity.py` checks it against TRL).
+
+1. `shape_advantages(advantages, batch)`: per-token advantage shaping. Runs after the policy forward of the training
+   loss and before TRL reads `inputs["advantages"]`, so a method can weight each token by statistics of the policy that
+   takes the update (log-probs, entropies). Scaling a token's advantage by w >= 0 scales its clipped surrogate by w.
+2. `extra_loss(batch)`: an extra scalar loss term computed from the same forward's log-probs and entropies, with
+   gradients, added to TRL's loss. No second forward pass.
+3. `augment_rewards(rollouts)`: extra reward columns computed from the whole (gathered) rollout batch, before TRL
+   turns rewards into advantages. Each column is logged by TRL as its own `rewards/<name>/mean`.
+4. `mix_datasets(train_dataset, args)` and TRL's `_get_train_sampler`: data mixing and selection.
+
+TRL's `_compute_loss` is never copied: the levers hook into the two methods it calls in a fixed order
+(`_get_per_token_logps_and_entropies` first, then reads `inputs["advantages"]`), which `healtrl._compat` pins by
+refusing untested TRL releases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from trl import GRPOConfig, GRPOTrainer
+from trl.models.utils import disable_gradient_checkpointing
+from trl.trainer.utils import pad
+
+from .._compat import check_report_to, require
+
+STATE_FILE = "healtrl_state.json"
+
+
+@dataclass
+class EntropyGRPOConfig(GRPOConfig):
+    r"""
+    Configuration for [`EntropyGRPOTrainer`]: every field of TRL's [`~trl.GRPOConfig`], plus the switches of the base
+    levers. Method trainers subclass this config and add their own fields.
+
+    Parameters:
+        rollout_entropy (`bool`, *optional*, defaults to `False`):
+            Compute the exact full-vocabulary entropy of every rollout token with the policy that generated it (one
+            no-grad forward per generation batch, shared with TRL's old-log-prob pass when that pass runs). TRL
+            computes no entropies at generation time, also not under vLLM. Trainers whose reward augmentation needs
+            rollout entropies (HEAL's EDA reward) switch this on themselves.
+    """
+
+    rollout_entropy: bool = field(
+        default=False,
+        metadata={
+            "help": "Compute exact per-token entropies of every rollout with the policy that generated it (one no-grad "
+            "forward per generation batch, shared with TRL's old-log-prob pass when that runs)."
+        },
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        # Name the extra to install instead of failing deep inside TRL or transformers.
+        check_report_to(self.report_to)
+        if self.use_vllm:
+            require("vllm", "use_vllm=True")
+        if self.use_liger_kernel:
+            require("liger", "use_liger_kernel=True")
+
+
+@dataclass
+class LossBatch:
+    """What the policy forward of one training micro-batch produced, handed to levers 1 and 2.
+
+    All tensors are (B, T) over completion tokens. `per_token_logps` and `entropies` carry gradients (they are the ones
+    TRL's loss is built from); detach them for statistics. `mask` is 1 on tokens that enter the loss.
+    """
+
+    per_token_logps: torch.Tensor
+    entropies: torch.Tensor
+    mask: torch.Tensor
+    advantages: torch.Tensor
+    inputs: dict[str, Any]
+    mode: str
+
+    @property
+    def old_per_token_logps(self) -> torch.Tensor:
+        """Log-probs of the policy that sampled the batch (equal to the current ones, detached, when on-policy)."""
+        old = self.inputs.get("old_per_token_logps")
+        return self.per_token_logps.detach() if old is None else old
+
+
+@dataclass
+class RolloutBatch:
+    """The whole generation batch of one step, gathered across processes (identical on every rank), for lever 3.
+
+    `rewards_per_func` is (B, n_reward_funcs) with the augmentation columns still NaN. `entropies` and `entropy_mask`
+    are (B, T) right-padded per-token entropies of each completion, present when `rollout_entropy` is on.
+    `inputs` holds the dataset rows (with their extra columns, e.g. `domain`), one per completion.
+    """
+
+    prompts: list
+    completions: list
+    completion_ids: list[list[int]]
+    inputs: list[dict[str, Any]]
+    rewards_per_func: torch.Tensor
+    reward_func_names: list[str]
+    num_generations: int
+    entropies: torch.Tensor | None = None
+    entropy_mask: torch.Tensor | None = None
+
+    def column(self, key: str) -> list:
+        """One dataset column over the batch; a clear error when the dataset has no such column."""
+        if self.inputs and key not in self.inputs[0]:
+            raise KeyError(
+                f"The rollout batch has no column '{key}'. Columns found: {sorted(self.inputs[0])}. Add '{key}' to "
+                "the training dataset."
+            )
+        return [row[key] for row in self.inputs]
+
+
+def _augmentation_placeholder(name: str):
+    """A reward function slot for an augmentation column: TRL calls it, it abstains, the trainer fills the column."""
+
+    def reward(prompts, **kwargs):
+        return [None] * len(prompts)
+
+    reward.__name__ = name
+    return reward
+
+
+class EntropyGRPOTrainer(GRPOTrainer):
+    """TRL's `GRPOTrainer` with the four levers of healtrl as overridable hooks (no-ops here).
+
+    Constructor: the same as `trl.GRPOTrainer`. Subclasses override any of `mix_datasets`, `augment_rewards` (and list
+    their columns in `reward_augmentations`), `shape_advantages`, `extra_loss`, and keep checkpointed state with
+    `method_state` / `load_method_state`.
+    """
+
+    _tag_names = ["trl", "grpo", "healtrl"]
+    config_class = EntropyGRPOConfig
+
+    #: Extra reward columns this trainer fills in `augment_rewards`: name -> weight in the summed reward.
+    reward_augmentations: dict[str, float] = {}
+
+    def __init__(self, model, reward_funcs=None, args: EntropyGRPOConfig | None = None, train_dataset=None, **kwargs):
+        if args is not None and not isinstance(args, EntropyGRPOConfig):
+            raise TypeError(
+                f"{type(self).__name__} needs args of type {self.config_class.__name__} (got {type(args).__name__}). "
+                f"Build the config with healtrl.{self.config_class.__name__}(...)."
+            )
+        if train_dataset is not None and args is not None:
+            train_dataset = self.mix_datasets(train_dataset, args)
+        super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
+
+        augmentations = self.get_reward_augmentations()
+        for name, weight in augmentations.items():
+            if name in self.reward_func_names:
+                raise ValueError(
+                    f"A reward function is already named '{name}', the name of {type(self).__name__}'s reward "
+                    "augmentation column. Rename the reward function."
+                )
+            self.reward_funcs.append(_augmentation_placeholder(name))
+            self.reward_func_names.append(name)
+            self.reward_processing_classes.append(None)
+            self.reward_weights = torch.cat([self.reward_weights, torch.tensor([float(weight)])])
+        self._augmentation_names = list(augmentations)
+
+        self._loss_ctx: dict[str, Any] | None = None  # set while `_compute_loss` runs
+        self._rollout_ids: tuple[list, list] | None = None  # (prompt_ids, completion_ids) of the last `_generate`
+        self._rollout_entropies: torch.Tensor | None = None  # captured from TRL's old-log-prob pass
+        self._capture_rollout_entropy = False
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Hooks for method trainers (all no-ops here)
+    # ------------------------------------------------------------------------------------------------------------
+    def mix_datasets(self, train_dataset, args: EntropyGRPOConfig):
+        """Lever 4: return the training dataset to use. Called before TRL's constructor; do not use trainer state."""
+        return train_dataset
+
+    def get_reward_augmentations(self) -> dict[str, float]:
+        """Lever 3: the augmentation columns (name -> weight) this trainer adds. Defaults to `reward_augmentations`."""
+        return dict(self.reward_augmentations)
+
+    @property
+    def needs_rollout_entropies(self) -> bool:
+        """Whether `augment_rewards` receives per-token rollout entropies."""
+        return bool(self.args.rollout_entropy)
+
+    def augment_rewards(self, rollouts: RolloutBatch) -> dict[str, torch.Tensor]:
+        """Lever 3: one tensor of shape (B,) per augmentation column, B = the gathered generation batch."""
+        return {}
+
+    def shape_advantages(self, advantages: torch.Tensor, batch: LossBatch) -> torch.Tensor | None:
+        """Lever 1: return per-token advantages (B, T) (or (B,)) for the loss, or None to keep TRL's."""
+        return None
+
+    def extra_loss(self, batch: LossBatch) -> torch.Tensor | None:
+        """Lever 2: a scalar added to TRL's loss of one micro-batch (None for nothing).
+
+        Return it normalised as a per-micro-batch mean; the base divides it by the gradient-accumulation steps in
+        training, the same scaling TRL applies to its own loss and entropy bonus.
+        """
+        return None
+
+    def method_state(self) -> dict[str, Any]:
+        """JSON-serialisable state of the method (coefficients, schedules) saved with every checkpoint."""
+        return {}
+
+    def load_method_state(self, state: dict[str, Any]) -> None:
+        """Restore what `method_state` returned, when resuming from a checkpoint."""
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Helpers for method trainers
+    # ------------------------------------------------------------------------------------------------------------
+    @property
+    def _mode(self) -> str:
+        return "train" if self.model.training else "eval"
+
+    def log_metric(self, name: str, value: float | torch.Tensor) -> None:
+        """Log a scalar through TRL's metric buffer (averaged per logging step, sent to every `report_to` backend)."""
+        if isinstance(value, torch.Tensor):
+            value = value.item()
+        self._metrics[self._mode][name].append(float(value))
+
+    def global_masked_mean(self, values: torch.Tensor, mask: torch.Tensor) -> float:
+        """Token-weighted mean of `values` over `mask`, reduced across all processes."""
+        local = torch.stack([(values.detach() * mask).sum(), mask.sum().to(values.dtype)]).float()
+        total = self.accelerator.reduce(local, reduction="sum")
+        return (total[0] / total[1].clamp(min=1.0)).item()
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Wiring into TRL
+    # ------------------------------------------------------------------------------------------------------------
+    def _compute_loss(self, model, inputs):
+        # TRL reads `inputs["advantages"]` after its policy forward; a shallow copy lets lever 1 replace them there
+        # without touching the buffered generation batch (reused across `num_iterations`).
+        inputs = dict(inputs)
+        self._loss_ctx = {"inputs": inputs, "batch": None}
+        try:
+            loss = super()._compute_loss(model, inputs)
+            batch = self._loss_ctx["batch"]
+        finally:
+            self._loss_ctx = None
+        extra = self.extra_loss(batch) if batch is not None else None
+        if extra is not None:
+            normalizer = self.current_gradient_accumulation_steps if batch.mode == "train" else 1.0
+            loss = loss + extra / normalizer
+        return loss
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        ctx = self._loss_ctx
+        if ctx is not None and ctx["batch"] is None:
+            # The policy forward of the training loss: the only model call inside `_compute_loss`.
+            logps, entropies, aux = super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+            )
+            inputs = ctx["inputs"]
+            mask = inputs["completion_mask"]
+            if "tool_mask" in inputs:
+                mask = mask * inputs["tool_mask"]
+            batch = LossBatch(
+                per_token_logps=logps,
+                entropies=entropies,
+                mask=mask,
+                advantages=inputs["advantages"],
+                inputs=inputs,
+                mode=self._mode,
+            )
+            ctx["batch"] = batch
+            shaped = self.shape_advantages(inputs["advantages"], batch)
+            if shaped is not None:
+                inputs["advantages"] = shaped
+            return logps, entropies, aux
+        if self._capture_rollout_entropy and model is self.model:
+            # TRL's old-log-prob pass over the fresh rollouts: take the entropies from the same forward.
+            self._capture_rollout_entropy = False
+            kwargs["compute_entropy"] = True
+            logps, entropies, aux = super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+            )
+            self._rollout_entropies = entropies
+            return logps, entropies, aux
+        return super()._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+        )
+
+    def _trl_computes_old_logps(self) -> bool:
+        # Mirrors the condition in TRL 1.16's `_generate_and_score_completions` under which it runs a no-grad policy
+        # forward over the rollouts (old log-probs); `tests/test_levers.py` checks the entropies match either way.
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        return self.args.gradient_accumulation_steps % generate_every != 0 or (
+            self.use_vllm and self.vllm_importance_sampling_correction
+        )
+
+    def _generate(self, prompts: list):
+        outputs = super()._generate(prompts)
+        if self._augmentation_names and self.needs_rollout_entropies:
+            self._rollout_ids = (outputs[0], outputs[1])
+            self._rollout_entropies = None
+            self._capture_rollout_entropy = self._trl_computes_old_logps()
+        return outputs
+
+    def _rollout_entropy_pass(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-token entropies (B_local, T) of the last rollouts and their completion mask."""
+        prompt_ids_list, completion_ids_list = self._rollout_ids
+        device = self.accelerator.device
+        completion_ids = pad(
+            [torch.tensor(ids) for ids in completion_ids_list],
+            padding_value=self._tokenizer.pad_token_id,
+            padding_side="right",
+            pad_to_multiple_of=self.pad_to_multiple_of,
+        ).to(device)
+        completion_mask = pad(
+            [torch.ones(len(ids), dtype=torch.long) for ids in completion_ids_list],
+            padding_value=0,
+            padding_side="right",
+            pad_to_multiple_of=self.pad_to_multiple_of,
+        ).to(device)
+        entropies = self._rollout_entropies
+        if entropies is None:
+            prompt_ids = pad(
+                [torch.tensor(ids) for ids in prompt_ids_list],
+                padding_value=self._tokenizer.pad_token_id,
+                padding_side="left",
+                pad_to_multiple_of=self.pad_to_multiple_of,
+            ).to(device)
+            prompt_mask = pad(
+                [torch.ones(len(ids), dtype=torch.long) for ids in prompt_ids_list],
+                padding_value=0,
+                padding_side="left",
+                pad_to_multiple_of=self.pad_to_multiple_of,
+            ).to(device)
+            batch_size = (
+                self.args.per_device_train_batch_size if self._mode == "train" else self.args.per_device_eval_batch_size
+            )
+            with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+                _, entropies, _ = super()._get_per_token_logps_and_entropies(
+                    self.model,
+                    torch.cat([prompt_ids, completion_ids], dim=1),
+                    torch.cat([prompt_mask, completion_mask], dim=1),
+                    completion_ids.size(1),
+                    batch_size=batch_size,
+                    compute_entropy=True,
+                )
+        self._rollout_entropies = None
+        return entropies.float(), completion_mask
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if not self._augmentation_names:
+            return rewards_per_func
+
+        entropies = entropy_mask = None
+        if self.needs_rollout_entropies:
+            if self._rollout_ids is None:
+                raise RuntimeError("Rollout entropies were requested but no rollouts were recorded by `_generate`.")
+            local_entropies, local_mask = self._rollout_entropy_pass()
+            local_entropies = local_entropies * local_mask
+            entropies = self.accelerator.gather(self.accelerator.pad_across_processes(local_entropies, dim=1))
+            entropy_mask = self.accelerator.gather(self.accelerator.pad_across_processes(local_mask, dim=1))
+            self.log_metric("rollout/entropy", (entropies * entropy_mask).sum() / entropy_mask.sum().clamp(min=1))
+
+        from accelerate.utils import gather_object
+
+        rollouts = RolloutBatch(
+            prompts=gather_object(list(prompts)),
+            completions=gather_object(list(completions)),
+            completion_ids=gather_object([list(ids) for ids in completion_ids_list]),
+            inputs=gather_object(list(inputs)),
+            rewards_per_func=rewards_per_func,
+            reward_func_names=list(self.reward_func_names),
+            num_generations=self.num_generations if self._mode == "train" else self.num_generations_eval,
+            entropies=entropies,
+            entropy_mask=entropy_mask,
+        )
+        augmented = self.augment_rewards(rollouts)
+        missing = set(self._augmentation_names) - set(augmented)
+        if missing:
+            raise RuntimeError(f"{type(self).__name__}.augment_rewards returned no values for {sorted(missing)}.")
+        rewards_per_func = rewards_per_func.clone()
+        for name in self._augmentation_names:
+            values = torch.as_tensor(augmented[name], dtype=torch.float32, device=rewards_per_func.device)
+            if values.shape != (rewards_per_func.size(0),):
+                raise RuntimeError(
+                    f"augment_rewards['{name}'] has shape {tuple(values.shape)}; expected "
+                    f"({rewards_per_func.size(0)},), one value per completion of the gathered batch."
+                )
+            rewards_per_func[:, self.reward_func_names.index(name)] = values
+        return rewards_per_func
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Checkpointed method state
+    # ------------------------------------------------------------------------------------------------------------
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        state = self.method_state()
+        if state and self.args.should_save:
+            output_dir = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            with open(os.path.join(output_dir, STATE_FILE), "w") as f:
+                json.dump(state, f, indent=2)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None:
+            return
+        path = os.path.join(checkpoint, STATE_FILE)
+        if os.path.exists(path):
+            with open(path) as f:
+                self.load_method_state(json.load(f))
+        elif self.method_state():
+            raise FileNotFoundError(
+                f"Resuming {type(self).__name__} from {checkpoint}, which has no {STATE_FILE}: the method's state "
+                "(coefficients, schedules) cannot be restored. Resume from a checkpoint this trainer wrote."
+            )

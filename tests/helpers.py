@@ -1,0 +1,118 @@
+"""Shared builders for the trainer tests: a tiny toy model, a toy dataset and a GRPO config, all offline."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+from transformers import set_seed
+
+from healtrl.toy.model import build_model
+from healtrl.toy.tasks import make_dataset, toy_reward
+from healtrl.toy.tokenizer import build_tokenizer
+
+# Keys of the log history that measure wall time: they differ between any two runs.
+TIMING_KEYS = {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second"}
+
+
+def digit_reward(completions, **kwargs) -> list[float]:
+    """Share of digits in each completion: a dense reward, so that an untrained model gets non-zero advantages."""
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [sum(ch.isdigit() for ch in t) / max(len(t), 1) for t in texts]
+
+
+def tiny_model(seed: int = 0, hidden_size: int = 32, num_layers: int = 1):
+    return build_model("qwen2", hidden_size=hidden_size, num_layers=num_layers, num_heads=2, seed=seed)
+
+
+def tiny_dataset(n: int = 32, family="add", seed: int = 0):
+    return make_dataset(family, n, seed=seed)
+
+
+def grpo_kwargs(output_dir, **overrides) -> dict:
+    """Config fields for a GRPO run of a few seconds on the tiny model (8 prompts x 4 generations per step)."""
+    kwargs = dict(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=16,
+        num_generations=4,
+        max_completion_length=4,
+        learning_rate=5e-3,
+        max_steps=2,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        seed=0,
+        disable_tqdm=True,
+        temperature=1.0,
+    )
+    kwargs.update(overrides)
+    return kwargs
+
+
+def tiny_model_path(root) -> str:
+    """The tiny model saved to a folder, so TRL can build its reference model from the path (beta > 0)."""
+    path = Path(root) / "tiny-model"
+    if not path.exists():
+        tiny_model().save_pretrained(path)
+        build_tokenizer().save_pretrained(path)
+    return str(path)
+
+
+def build_trainer(trainer_cls, config_cls, output_dir, *, reward_funcs=None, train_dataset=None, model=None, **cfg):
+    set_seed(0)
+    tokenizer = build_tokenizer()
+    if model is None:
+        model = tiny_model_path(Path(output_dir).parent) if cfg.get("beta") else tiny_model()
+    return trainer_cls(
+        model=model,
+        reward_funcs=reward_funcs if reward_funcs is not None else [toy_reward, digit_reward],
+        args=config_cls(**grpo_kwargs(output_dir, **cfg)),
+        train_dataset=train_dataset if train_dataset is not None else tiny_dataset(),
+        processing_class=tokenizer,
+    )
+
+
+def next_inputs(trainer):
+    """One training micro-batch of `trainer`, generated and scored as TRL does at the start of training."""
+    trainer.model.train()
+    # Set by the Trainer's training loop; the loss normalisation of several loss types reads it.
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
+    batch = next(iter(trainer.get_train_dataloader()))
+    return trainer._prepare_inputs(batch)
+
+
+def loss_and_grads(trainer, inputs):
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
+    trainer.model.zero_grad(set_to_none=True)
+    loss = trainer.compute_loss(trainer.model, inputs)
+    loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
+    return loss.detach(), grads
+
+
+def clean_history(history: list[dict]) -> list[dict]:
+    return [{k: v for k, v in entry.items() if k not in TIMING_KEYS} for entry in history]
+
+
+def assert_histories_equal(a: list[dict], b: list[dict], rel: float = 1e-6, abs_: float = 1e-7):
+    a, b = clean_history(a), clean_history(b)
+    assert len(a) == len(b)
+    for step_a, step_b in zip(a, b):
+        assert set(step_a) == set(step_b), set(step_a) ^ set(step_b)
+        for key in step_a:
+            va, vb = step_a[key], step_b[key]
+            if isinstance(va, float) and isinstance(vb, float):
+                if math.isnan(va) and math.isnan(vb):
+                    continue
+                assert math.isclose(va, vb, rel_tol=rel, abs_tol=abs_), (key, va, vb)
+            else:
+                assert va == vb, (key, va, vb)
+
+
+def assert_params_equal(model_a, model_b, atol: float = 1e-6):
+    params_b = dict(model_b.named_parameters())
+    for name, pa in model_a.named_parameters():
+        torch.testing.assert_close(pa.detach(), params_b[name].detach(), rtol=1e-5, atol=atol, msg=name)
