@@ -12,8 +12,16 @@ from tests.helpers import clean_history
 
 def test_two_process_run_agrees_across_ranks(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
-           "tests/dist_worker.py", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--standalone",
+        "tests/dist_worker.py",
+        str(tmp_path),
+    ]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     result = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -12,6 +12,8 @@ from transformers import set_seed
 from trl import GRPOConfig, GRPOTrainer
 
 from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer
+from healtrl.toy.tasks import toy_reward
+from healtrl.toy.tokenizer import build_tokenizer
 from tests.helpers import (
     assert_histories_equal,
     assert_params_equal,
@@ -22,8 +24,6 @@ from tests.helpers import (
     tiny_dataset,
     tiny_model,
 )
-from healtrl.toy.tasks import toy_reward
-from healtrl.toy.tokenizer import build_tokenizer
 
 # Loss variants and the TRL options that change the loss or the data flow (old log-probs, reference model, entropy
 # mask and bonus, gradient accumulation).
@@ -92,9 +92,18 @@ def test_peft_lora_matches_trl(tmp_path):
             model=tiny_model(),
             reward_funcs=[toy_reward, digit_reward],
             args=config_cls(
-                output_dir=str(out), per_device_train_batch_size=16, num_generations=4, max_completion_length=4,
-                learning_rate=5e-2, max_steps=2, logging_steps=1, report_to="none", use_cpu=True,
-                save_strategy="no", seed=0, disable_tqdm=True,
+                output_dir=str(out),
+                per_device_train_batch_size=16,
+                num_generations=4,
+                max_completion_length=4,
+                learning_rate=5e-2,
+                max_steps=2,
+                logging_steps=1,
+                report_to="none",
+                use_cpu=True,
+                save_strategy="no",
+                seed=0,
+                disable_tqdm=True,
             ),
             train_dataset=tiny_dataset(),
             processing_class=build_tokenizer(),

@@ -395,7 +395,9 @@ class EntropyGRPOTrainer(GRPOTrainer):
         super()._save_checkpoint(model, trial)
         state = self.method_state()
         if state and self.args.should_save:
-            output_dir = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            output_dir = os.path.join(
+                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
             with open(os.path.join(output_dir, STATE_FILE), "w") as f:
                 json.dump(state, f, indent=2)
 

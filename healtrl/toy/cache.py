@@ -1,0 +1,222 @@
+"""Warmed-up toy models, built once and cached on disk under a Hub-like name such as "healtrl-toy/qwen2-add".
+
+A name `healtrl-toy/<arch>-<family>` (families may be joined with "+", e.g. "healtrl-toy/llama-add+compare") maps,
+together with every build and warm-up parameter, to a folder `<cache>/toy-<arch>-<family>-<hash>` holding a regular
+`save_pretrained` checkpoint (model, generation config, tokenizer with its chat template) plus `healtrl_toy.json` (the
+parameters and warm-up statistics). `<cache>` is `cache_dir`, else `$HEALTRL_CACHE`, else `~/.cache/healtrl`.
+
+The first call builds the model (a few seconds); later calls only load it. Concurrent builders (e.g. the ranks of a
+`torchrun` job) are serialised by a file lock, and a folder only appears, by an atomic rename, once it is complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from ._utils import quiet_progress_bars
+from .model import ARCHITECTURES, build_model
+from .supervised import warmup
+from .tasks import get_family
+from .tokenizer import build_tokenizer, save_tokenizer
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the atomic rename alone keeps the cache consistent
+    fcntl = None
+
+TOY_PREFIX = "healtrl-toy/"
+# Bump when the tokenizer, model factory, tasks or warm-up change what a given name and parameters produce.
+CACHE_FORMAT_VERSION = 1
+METADATA_FILE = "healtrl_toy.json"
+
+
+def default_cache_dir() -> Path:
+    """The toy-model cache root: `$HEALTRL_CACHE` if set, else `~/.cache/healtrl`."""
+    return Path(os.environ.get("HEALTRL_CACHE") or Path.home() / ".cache" / "healtrl").expanduser()
+
+
+def is_toy_model_name(name: str) -> bool:
+    """Whether `name` is a toy-model name ("healtrl-toy/...") rather than a Hub id or a local path."""
+    return isinstance(name, str) and name.startswith(TOY_PREFIX)
+
+
+def parse_toy_model_name(name: str) -> tuple[str, list[str]]:
+    """Split "healtrl-toy/<arch>-<family>[+<family>...]" into `(arch, [family, ...])`, validating both."""
+    if not is_toy_model_name(name):
+        raise ValueError(f"Toy model names look like '{TOY_PREFIX}qwen2-add'; got {name!r}.")
+    arch, sep, families = name[len(TOY_PREFIX) :].partition("-")
+    if not sep or arch not in ARCHITECTURES:
+        raise ValueError(
+            f"Unknown architecture in {name!r}; use '{TOY_PREFIX}<arch>-<family>' with arch in {sorted(ARCHITECTURES)}."
+        )
+    family_list = families.split("+")
+    for family in family_list:
+        get_family(family)  # raises on unknown families
+    return arch, family_list
+
+
+def _spec(name: str, **params) -> dict:
+    """Everything that determines a cached toy model: its key, also saved next to it."""
+    arch, families = parse_toy_model_name(name)
+    return {"format_version": CACHE_FORMAT_VERSION, "arch": arch, "family": families, **params}
+
+
+def _folder_name(spec: dict) -> str:
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+    return f"toy-{spec['arch']}-{'+'.join(spec['family'])}-{digest}"
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path):
+    """Exclusive advisory lock on `path` (created if missing); a no-op where `fcntl` is unavailable."""
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(spec: dict, folder: Path) -> None:
+    """Build, warm up and save a toy model into a fresh temporary folder, then rename it to `folder`."""
+    tokenizer = build_tokenizer()
+    model = build_model(
+        spec["arch"],
+        hidden_size=spec["hidden_size"],
+        num_layers=spec["num_layers"],
+        num_heads=spec["num_heads"],
+        tokenizer=tokenizer,
+        seed=spec["seed"],
+        tie_word_embeddings=spec["tie_word_embeddings"],
+    )
+    stats = warmup(
+        model,
+        tokenizer,
+        family=spec["family"],
+        target_accuracy=spec["target_accuracy"],
+        max_steps=spec["max_steps"],
+        batch_size=spec["batch_size"],
+        lr=spec["lr"],
+        seed=spec["seed"],
+        max_new_tokens=spec["max_new_tokens"],
+    )
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+    try:
+        staging.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
+        with quiet_progress_bars():
+            model.save_pretrained(staging)
+        save_tokenizer(tokenizer, staging)
+        with open(staging / METADATA_FILE, "w", encoding="utf-8") as f:
+            json.dump({"spec": spec, "warmup": stats}, f, indent=2)
+            f.write("\n")
+        for file in staging.iterdir():
+            file.chmod(0o644)
+        try:
+            os.rename(staging, folder)  # atomic; fails if another process finished first
+        except OSError:
+            if not (folder / METADATA_FILE).exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def toy_model_path(
+    name: str = "healtrl-toy/qwen2-add",
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    hidden_size: int = 128,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    tie_word_embeddings: bool = True,
+    seed: int = 0,
+    target_accuracy: float = 0.2,
+    max_steps: int = 2000,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    max_new_tokens: int = 4,
+) -> str:
+    """The local folder of a warmed-up toy model, building it first if it is not cached yet.
+
+    The folder is a regular checkpoint: `AutoModelForCausalLM.from_pretrained(path)` and
+    `AutoTokenizer.from_pretrained(path)` load it, so configs can name a toy model wherever they take a Hub id.
+
+    Args:
+        name: "healtrl-toy/<arch>-<family>", arch in qwen2/qwen3/llama, family a task family (or several joined
+            with "+", warmed up on their mixture).
+        cache_dir: Cache root; defaults to `default_cache_dir()`.
+        hidden_size, num_layers, num_heads, tie_word_embeddings, seed: Passed to `build_model` (seed also seeds the
+            warm-up).
+        target_accuracy, max_steps, batch_size, lr, max_new_tokens: Passed to `warmup`.
+
+    Returns:
+        The absolute path of the model folder, as a string.
+    """
+    spec = _spec(
+        name,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        tie_word_embeddings=tie_word_embeddings,
+        seed=seed,
+        target_accuracy=target_accuracy,
+        max_steps=max_steps,
+        batch_size=batch_size,
+        lr=lr,
+        max_new_tokens=max_new_tokens,
+    )
+    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    folder = (root / _folder_name(spec)).absolute()
+    if not (folder / METADATA_FILE).exists():
+        with _file_lock(root / f".{folder.name}.lock"):
+            if not (folder / METADATA_FILE).exists():  # another process may have built it while we waited
+                _build(spec, folder)
+    return str(folder)
+
+
+def load_toy_model(
+    name: str = "healtrl-toy/qwen2-add",
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    device: str | torch.device | None = None,
+    **build_kwargs,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load a warmed-up toy model and its tokenizer, building and caching them on first use.
+
+    Args:
+        name: "healtrl-toy/<arch>-<family>", see `toy_model_path`.
+        cache_dir: Cache root; defaults to `default_cache_dir()`.
+        device: Where to put the model (default: CPU).
+        **build_kwargs: Build and warm-up parameters of `toy_model_path` (hidden_size, num_layers, num_heads,
+            tie_word_embeddings, seed, target_accuracy, max_steps, batch_size, lr, max_new_tokens); each combination
+            is cached separately.
+
+    Returns:
+        `(model, tokenizer)`: an fp32 model in eval mode, whose `config.name_or_path` is the cache folder, and the
+        toy tokenizer.
+    """
+    path = toy_model_path(name, cache_dir, **build_kwargs)
+    with quiet_progress_bars():
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    if device is not None:
+        model.to(device)
+    model.eval()
+    return model, AutoTokenizer.from_pretrained(path)
+
+
+def toy_model_info(path: str | os.PathLike) -> dict:
+    """The build parameters (`spec`) and warm-up statistics (`warmup`) stored with a cached toy model."""
+    with open(Path(path) / METADATA_FILE, encoding="utf-8") as f:
+        return json.load(f)

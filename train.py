@@ -1,0 +1,18 @@
+#!/usr/bin/env python
+"""Train with a healtrl trainer from a flat YAML config plus command-line overrides.
+
+    python train.py                                   # the embedded default: configs/toy_grpo.yaml (toy GRPO, CPU)
+    python train.py --config configs/toy_grpo_lora.yaml --max_steps 20
+    python train.py --config my_run.yaml --help       # every field of the selected trainer
+    accelerate launch --config_file configs/accelerate/ddp_8gpu.yaml train.py --config my_run.yaml
+    torchrun --nproc_per_node 2 train.py --per_device_train_batch_size 64
+
+`healtrl train ...` runs the same thing. See healtrl/cli.py for what a run writes to `output_dir`.
+"""
+
+import sys
+
+from healtrl.cli import train_main
+
+if __name__ == "__main__":
+    sys.exit(train_main(sys.argv[1:]))
