@@ -19,6 +19,7 @@ refusing untested TRL releases.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import pad
 
 from .._compat import check_report_to, require
+from ._kernel_bridge import healtrl_lm_head, scatter_power_sums
 
 STATE_FILE = "healtrl_state.json"
 
@@ -57,7 +59,20 @@ class EntropyGRPOConfig(GRPOConfig):
         },
     )
 
+    logprob_kernel: str = field(
+        default="healtrl",
+        metadata={
+            "help": "Kernel of the fused LM head (per-token log-probs and entropies without full-vocabulary logits): "
+            "'healtrl' (healtrl.kernels: Triton on CUDA, chunked torch elsewhere; also gives the power sums some "
+            "methods need) or 'trl' (TRL's own). Models the healtrl kernel cannot serve exactly (logit soft-capping, a "
+            "logit scale, DeepSpeed ZeRO-3) use TRL's.",
+            "choices": ["healtrl", "trl"],
+        },
+    )
+
     def __post_init__(self):
+        if self.logprob_kernel not in ("healtrl", "trl"):
+            raise ValueError(f"logprob_kernel must be 'healtrl' or 'trl', got {self.logprob_kernel!r}.")
         super().__post_init__()
         # Name the extra to install instead of failing deep inside TRL or transformers.
         check_report_to(self.report_to)
@@ -72,7 +87,9 @@ class LossBatch:
     """What the policy forward of one training micro-batch produced, handed to levers 1 and 2.
 
     All tensors are (B, T) over completion tokens. `per_token_logps` and `entropies` carry gradients (they are the ones
-    TRL's loss is built from); detach them for statistics. `mask` is 1 on tokens that enter the loss.
+    TRL's loss is built from); detach them for statistics. `mask` is 1 on tokens that enter the loss. `sum_p2` and
+    `sum_p2_logp` (sum_v p_v^2 and sum_v p_v^2 log p_v of each token's distribution, no gradient) are present when the
+    trainer's `needs_power_sums` is true.
     """
 
     per_token_logps: torch.Tensor
@@ -81,6 +98,8 @@ class LossBatch:
     advantages: torch.Tensor
     inputs: dict[str, Any]
     mode: str
+    sum_p2: torch.Tensor | None = None
+    sum_p2_logp: torch.Tensor | None = None
 
     @property
     def old_per_token_logps(self) -> torch.Tensor:
@@ -186,6 +205,11 @@ class EntropyGRPOTrainer(GRPOTrainer):
         """Whether `augment_rewards` receives per-token rollout entropies."""
         return bool(self.args.rollout_entropy)
 
+    @property
+    def needs_power_sums(self) -> bool:
+        """Whether the policy forward of the loss also computes the power sums (handed over in `LossBatch`)."""
+        return False
+
     def augment_rewards(self, rollouts: RolloutBatch) -> dict[str, torch.Tensor]:
         """Lever 3: one tensor of shape (B,) per augmentation column, B = the gathered generation batch."""
         return {}
@@ -247,13 +271,31 @@ class EntropyGRPOTrainer(GRPOTrainer):
             loss = loss + extra / normalizer
         return loss
 
+    def _lm_head(self, power_sums: bool = False):
+        """Context in which TRL's fused LM head computes with the kernel chosen by `logprob_kernel`."""
+        if self.args.logprob_kernel == "trl":
+            if power_sums:
+                raise ValueError(
+                    f"{type(self).__name__} needs the power sums sum_v p^2 and sum_v p^2 log p, which only healtrl's "
+                    "kernel computes. Set `logprob_kernel: healtrl`."
+                )
+            return contextlib.nullcontext(None)
+        return healtrl_lm_head(power_sums=power_sums)
+
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
         ctx = self._loss_ctx
         if ctx is not None and ctx["batch"] is None:
             # The policy forward of the training loss: the only model call inside `_compute_loss`.
-            logps, entropies, aux = super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
-            )
+            power_sums = self.needs_power_sums
+            with self._lm_head(power_sums) as head:
+                logps, entropies, aux = super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+                )
+            sum_p2 = sum_p2_logp = None
+            if power_sums:
+                sum_p2, sum_p2_logp = scatter_power_sums(
+                    head.captured, input_ids, attention_mask, logits_to_keep, kwargs.get("batch_size")
+                )
             inputs = ctx["inputs"]
             mask = inputs["completion_mask"]
             if "tool_mask" in inputs:
@@ -265,6 +307,8 @@ class EntropyGRPOTrainer(GRPOTrainer):
                 advantages=inputs["advantages"],
                 inputs=inputs,
                 mode=self._mode,
+                sum_p2=sum_p2,
+                sum_p2_logp=sum_p2_logp,
             )
             ctx["batch"] = batch
             shaped = self.shape_advantages(inputs["advantages"], batch)
@@ -275,14 +319,16 @@ class EntropyGRPOTrainer(GRPOTrainer):
             # TRL's old-log-prob pass over the fresh rollouts: take the entropies from the same forward.
             self._capture_rollout_entropy = False
             kwargs["compute_entropy"] = True
-            logps, entropies, aux = super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
-            )
+            with self._lm_head():
+                logps, entropies, aux = super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+                )
             self._rollout_entropies = entropies
             return logps, entropies, aux
-        return super()._get_per_token_logps_and_entropies(
-            model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
-        )
+        with self._lm_head():
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+            )
 
     def _trl_computes_old_logps(self) -> bool:
         # Mirrors the condition in TRL 1.16's `_generate_and_score_completions` under which it runs a no-grad policy
@@ -333,7 +379,11 @@ class EntropyGRPOTrainer(GRPOTrainer):
             batch_size = (
                 self.args.per_device_train_batch_size if self._mode == "train" else self.args.per_device_eval_batch_size
             )
-            with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            with (
+                torch.no_grad(),
+                disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
+                self._lm_head(),
+            ):
                 _, entropies, _ = super()._get_per_token_logps_and_entropies(
                     self.model,
                     torch.cat([prompt_ids, completion_ids], dim=1),
