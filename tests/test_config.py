@@ -286,7 +286,7 @@ def test_config_class_checks_become_config_errors(tmp_path):
     with pytest.raises(ConfigError) as info:
         parse(["--num_generations", "3"])
     message = str(info.value)
-    assert "EntropyGRPOConfig" in message and "`num_generations` = 3" in message and "command line" in message
+    assert "GRPOBaselineConfig" in message and "`num_generations` = 3" in message and "command line" in message
 
 
 def test_missing_file_bad_yaml_and_stray_arguments(tmp_path):
@@ -314,7 +314,7 @@ def test_help_lists_trainer_fields(capsys):
     out = capsys.readouterr().out
     for name in ("--learning_rate", "--num_generations", "--rollout_entropy", "--model_name_or_path", "--reward_funcs"):
         assert name in out
-    assert "EntropyGRPOConfig" in out and "grpo" in out
+    assert "GRPOBaselineConfig" in out and "grpo" in out
 
 
 # ----------------------------------------------------------------------------------------------------------------

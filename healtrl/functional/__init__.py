@@ -3,6 +3,28 @@
 Each function cites the paper and equation it implements.
 """
 
+from .aer import aer_coefficients, aer_update_alpha
+from .cov import clip_cov_select, entropy_advantage, kl_cov_select, token_covariance
 from .entropy_change import ESTIMATORS, token_entropy_change
+from .opefo import opefo_flow_sums, opefo_lambda, opefo_lambda_from_sums, opefo_token_weights
+from .posadv import entropy_guided_lambda, epoch_lambda, posadv_token_weights, rand_pos_clip_mask, stage_lambda
 
-__all__ = ["ESTIMATORS", "token_entropy_change"]
+__all__ = [
+    "ESTIMATORS",
+    "aer_coefficients",
+    "aer_update_alpha",
+    "clip_cov_select",
+    "entropy_advantage",
+    "entropy_guided_lambda",
+    "epoch_lambda",
+    "kl_cov_select",
+    "opefo_flow_sums",
+    "opefo_lambda",
+    "opefo_lambda_from_sums",
+    "opefo_token_weights",
+    "posadv_token_weights",
+    "rand_pos_clip_mask",
+    "stage_lambda",
+    "token_covariance",
+    "token_entropy_change",
+]

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from .aer import AERConfig, AERTrainer
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch, RolloutBatch
+from .baselines import GRPOBaselineConfig, GRPOBaselineTrainer
+from .opefo import OPEFOConfig, OPEFOTrainer
+from .posadv import PosAdvConfig, PosAdvTrainer
 
-# name -> (trainer class, config class). Method trainers register here as they land.
+# name -> (trainer class, config class). `grpo` is TRL's GRPO plus the entropy baselines the papers compare against
+# (Clip-Cov, KL-Cov, Entropy-Adv); with `entropy_method: none` it is EntropyGRPOTrainer, i.e. TRL's GRPO.
 TRAINERS: dict[str, tuple[type, type]] = {
-    "grpo": (EntropyGRPOTrainer, EntropyGRPOConfig),
+    "grpo": (GRPOBaselineTrainer, GRPOBaselineConfig),
+    "aer": (AERTrainer, AERConfig),
+    "posadv": (PosAdvTrainer, PosAdvConfig),
+    "opefo": (OPEFOTrainer, OPEFOConfig),
 }
 
 
@@ -25,4 +33,19 @@ def get_trainer_classes(name: str) -> tuple[type, type]:
         ) from None
 
 
-__all__ = ["TRAINERS", "EntropyGRPOConfig", "EntropyGRPOTrainer", "LossBatch", "RolloutBatch", "get_trainer_classes"]
+__all__ = [
+    "TRAINERS",
+    "AERConfig",
+    "AERTrainer",
+    "EntropyGRPOConfig",
+    "EntropyGRPOTrainer",
+    "GRPOBaselineConfig",
+    "GRPOBaselineTrainer",
+    "LossBatch",
+    "OPEFOConfig",
+    "OPEFOTrainer",
+    "PosAdvConfig",
+    "PosAdvTrainer",
+    "RolloutBatch",
+    "get_trainer_classes",
+]

@@ -70,7 +70,28 @@ class EntropyGRPOConfig(GRPOConfig):
         },
     )
 
+    entropy_flow_diagnostics: bool = field(
+        default=False,
+        metadata={
+            "help": "Log, per optimizer step, the predicted entropy change of the update's tokens split into "
+            "entropy-increasing and -decreasing tokens, by advantage sign and clipping status (OPEFO Figure 2; "
+            "healtrl.diagnostics). Computed from the loss forward: no extra pass; nothing runs when off."
+        },
+    )
+    entropy_flow_estimator: str = field(
+        default="opefo",
+        metadata={
+            "help": "Estimator of the entropy-flow diagnostics: 'opefo' (OPEFO eq. 6), 'steer' or 'exact' (needs "
+            "logprob_kernel 'healtrl').",
+            "choices": ["opefo", "steer", "exact"],
+        },
+    )
+
     def __post_init__(self):
+        if self.entropy_flow_estimator not in ("opefo", "steer", "exact"):
+            raise ValueError(
+                f"entropy_flow_estimator must be one of opefo, steer, exact; got {self.entropy_flow_estimator!r}."
+            )
         if self.logprob_kernel not in ("healtrl", "trl"):
             raise ValueError(f"logprob_kernel must be 'healtrl' or 'trl', got {self.logprob_kernel!r}.")
         super().__post_init__()
@@ -184,6 +205,11 @@ class EntropyGRPOTrainer(GRPOTrainer):
             self.reward_weights = torch.cat([self.reward_weights, torch.tensor([float(weight)])])
         self._augmentation_names = list(augmentations)
 
+        self._entropy_flow = None
+        if self.args.entropy_flow_diagnostics:
+            from ..diagnostics import EntropyFlowDiagnostics
+
+            self._entropy_flow = EntropyFlowDiagnostics(self.args.entropy_flow_estimator)
         self._loss_ctx: dict[str, Any] | None = None  # set while `_compute_loss` runs
         self._rollout_ids: tuple[list, list] | None = None  # (prompt_ids, completion_ids) of the last `_generate`
         self._rollout_entropies: torch.Tensor | None = None  # captured from TRL's old-log-prob pass
@@ -286,7 +312,8 @@ class EntropyGRPOTrainer(GRPOTrainer):
         ctx = self._loss_ctx
         if ctx is not None and ctx["batch"] is None:
             # The policy forward of the training loss: the only model call inside `_compute_loss`.
-            power_sums = self.needs_power_sums
+            flow = self._entropy_flow
+            power_sums = self.needs_power_sums or (flow is not None and flow.estimator == "exact")
             with self._lm_head(power_sums) as head:
                 logps, entropies, aux = super()._get_per_token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
@@ -311,6 +338,8 @@ class EntropyGRPOTrainer(GRPOTrainer):
                 sum_p2_logp=sum_p2_logp,
             )
             ctx["batch"] = batch
+            if flow is not None:
+                flow.update(self, batch)
             shaped = self.shape_advantages(inputs["advantages"], batch)
             if shaped is not None:
                 inputs["advantages"] = shaped

@@ -1,0 +1,223 @@
+"""Entropy baselines of the papers, selectable on the `grpo` trainer: `GRPOBaselineTrainer` / `GRPOBaselineConfig`.
+
+`entropy_method`:
+- `none`: exactly `EntropyGRPOTrainer` (TRL's GRPO); no lever runs (tests/test_baselines.py checks parity).
+- `clip_cov` (Cui et al. 2025, Clip-Cov): among valid tokens with `clip_cov_lb` < cov_t < `clip_cov_ub` whose ratio is
+  not already clipped, k = max(1, int(clip_cov_ratio * N)) drawn uniformly get their loss zeroed (their advantage set to
+  0 by lever 1: a zero advantage is a zero surrogate; they still count in the loss normaliser, as in the reference code).
+  The reference scripts set both clip ratios to 1: `epsilon: 1.0`, `epsilon_high: 1.0` (configs/baseline_clip_cov*.yaml).
+- `kl_cov` (Cui et al. 2025, KL-Cov): the top k = int(kl_cov_ratio * N) valid tokens by cov get the extra loss
+  beta * |logp - logp_old| (lever 2, aggregated with the same normaliser as TRL's policy loss for the `loss_type`).
+  KL-Cov uses no PPO clipping; TRL's surrogate always clips, so the example config sets `epsilon` and `epsilon_high`
+  to 1e4, which makes the clip bounds [0, 1e4 + 1], i.e. inactive for any ratio that occurs. With TRL's default
+  epsilon (0.2) the surrogate is clipped as in GRPO and KL-Cov acts as a penalty on top. On-policy (one update per
+  rollout batch, no old-log-prob pass) logp_old = logp and the penalty and its gradient are 0: a warning says so.
+- `entropy_adv` (Cheng et al. 2025): A'_t = A_t + min(alpha * H_t.detach(), |A_t| / kappa) (lever 1).
+
+cov_t = (A_t - mean A)(logp_t - mean logp) over the valid tokens of the micro-batch; the means are reduced over all
+processes (identical on every rank). Random draws use a generator seeded from (seed, rank, call counter), checkpointed.
+
+The other baselines of the papers are TRL's own fields, set by example configs: fixed entropy loss (`entropy_coef`),
+Skywork-OR1 adaptive entropy (`use_adaptive_entropy`, `entropy_target`, `entropy_coef_delta/min/max`), Clip-Higher
+(`epsilon_high`) and 80/20 (`top_entropy_quantile: 0.2`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+from ..functional.cov import clip_cov_select, entropy_advantage, kl_cov_select, token_covariance
+from ._control import EntropyControlMixin
+from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
+
+ENTROPY_METHODS = ("none", "clip_cov", "kl_cov", "entropy_adv")
+
+
+@dataclass
+class GRPOBaselineConfig(EntropyGRPOConfig):
+    r"""
+    Configuration of the `grpo` trainer ([`GRPOBaselineTrainer`]): every field of [`EntropyGRPOConfig`] plus the
+    entropy baselines that TRL does not have. With `entropy_method: none` it is exactly `EntropyGRPOConfig`.
+
+    Parameters:
+        entropy_method (`str`, *optional*, defaults to `"none"`):
+            `none` (TRL's GRPO), `clip_cov`, `kl_cov` (Cui et al. 2025) or `entropy_adv` (Cheng et al. 2025).
+        clip_cov_ratio (`float`, *optional*, defaults to `0.0002`):
+            Clip-Cov: share of valid tokens whose loss is zeroed (reference scripts: 2e-4). In (0, 1].
+        clip_cov_lb (`float`, *optional*, defaults to `1.0`):
+            Clip-Cov: lower covariance bound of the candidates (reference: 1).
+        clip_cov_ub (`float`, *optional*, defaults to `5.0`):
+            Clip-Cov: upper covariance bound of the candidates (reference: 5), > `clip_cov_lb`.
+        kl_cov_ratio (`float`, *optional*, defaults to `0.002`):
+            KL-Cov: share of valid tokens (top by covariance) that get the KL penalty (2e-3 for 7B models, 2e-4 for
+            32B). In (0, 1].
+        kl_cov_coef (`float`, *optional*, defaults to `1.0`):
+            KL-Cov: coefficient beta of |logp - logp_old| (reference: 1), >= 0.
+        entropy_adv_alpha (`float`, *optional*, defaults to `0.4`):
+            Entropy-Adv: scale alpha of the entropy bonus (paper: 0.4), >= 0.
+        entropy_adv_kappa (`float`, *optional*, defaults to `2.0`):
+            Entropy-Adv: the bonus is clipped at |A| / kappa (paper: 2), > 0.
+    """
+
+    entropy_method: str = field(
+        default="none",
+        metadata={
+            "help": "Entropy baseline: none (exactly EntropyGRPOConfig/EntropyGRPOTrainer, TRL's GRPO), clip_cov, "
+            "kl_cov (Cui et al. 2025) or entropy_adv (Cheng et al. 2025).",
+            "choices": list(ENTROPY_METHODS),
+        },
+    )
+    clip_cov_ratio: float = field(
+        default=2e-4, metadata={"help": "Clip-Cov: share of valid tokens whose loss is zeroed, in (0, 1]. Ref: 2e-4."}
+    )
+    clip_cov_lb: float = field(
+        default=1.0, metadata={"help": "Clip-Cov: lower covariance bound of candidates. Ref: 1."}
+    )
+    clip_cov_ub: float = field(
+        default=5.0, metadata={"help": "Clip-Cov: upper covariance bound of candidates. Ref: 5."}
+    )
+    kl_cov_ratio: float = field(
+        default=2e-3,
+        metadata={"help": "KL-Cov: share of valid tokens (top covariance) penalised, in (0, 1]. Ref: 2e-3 (7B)."},
+    )
+    kl_cov_coef: float = field(default=1.0, metadata={"help": "KL-Cov: beta of |logp - logp_old|, >= 0. Ref: 1."})
+    entropy_adv_alpha: float = field(
+        default=0.4, metadata={"help": "Entropy-Adv: alpha of min(alpha * H, |A| / kappa), >= 0. Paper: 0.4."}
+    )
+    entropy_adv_kappa: float = field(
+        default=2.0, metadata={"help": "Entropy-Adv: kappa of min(alpha * H, |A| / kappa), > 0. Paper: 2."}
+    )
+
+    def __post_init__(self):
+        if self.entropy_method not in ENTROPY_METHODS:
+            raise ValueError(
+                f"entropy_method must be one of {', '.join(ENTROPY_METHODS)}; got {self.entropy_method!r}."
+            )
+        if not (0.0 < self.clip_cov_ratio <= 1.0):
+            raise ValueError(f"clip_cov_ratio must be in (0, 1], got {self.clip_cov_ratio}.")
+        if not (self.clip_cov_ub > self.clip_cov_lb):
+            raise ValueError(
+                f"clip_cov_ub must be > clip_cov_lb, got clip_cov_lb={self.clip_cov_lb}, clip_cov_ub={self.clip_cov_ub}."
+            )
+        if not (0.0 < self.kl_cov_ratio <= 1.0):
+            raise ValueError(f"kl_cov_ratio must be in (0, 1], got {self.kl_cov_ratio}.")
+        if not (self.kl_cov_coef >= 0):
+            raise ValueError(f"kl_cov_coef must be >= 0, got {self.kl_cov_coef}.")
+        if not (self.entropy_adv_alpha >= 0):
+            raise ValueError(f"entropy_adv_alpha must be >= 0, got {self.entropy_adv_alpha}.")
+        if not (self.entropy_adv_kappa > 0):
+            raise ValueError(f"entropy_adv_kappa must be > 0, got {self.entropy_adv_kappa}.")
+        super().__post_init__()
+
+
+class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
+    """The `grpo` trainer: TRL's GRPO, optionally with Clip-Cov, KL-Cov or Entropy-Adv (`entropy_method`).
+
+    Logged: `cov/selected_tokens` (Clip-Cov, KL-Cov), `cov/kl_penalty` (KL-Cov), `entropy_adv/bonus` (mean bonus).
+    """
+
+    config_class = GRPOBaselineConfig
+
+    def __init__(self, model, reward_funcs=None, args: GRPOBaselineConfig | None = None, train_dataset=None, **kwargs):
+        if args is not None and not isinstance(args, GRPOBaselineConfig):
+            # A plain EntropyGRPOConfig is accepted: it means entropy_method none.
+            if not isinstance(args, EntropyGRPOConfig):
+                raise TypeError(
+                    f"GRPOBaselineTrainer needs args of type GRPOBaselineConfig (got {type(args).__name__})."
+                )
+        super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
+        self.entropy_method = getattr(self.args, "entropy_method", "none")
+        self._rng_calls = 0
+        self._kl_cov_selected: torch.Tensor | None = None
+        if self.entropy_method == "kl_cov" and not self._trl_computes_old_logps():
+            warnings.warn(
+                "KL-Cov on-policy: with one update per rollout batch (num_iterations=1 and steps_per_generation equal "
+                "to gradient_accumulation_steps) logp_old = logp, so the penalty beta * |logp - logp_old| and its "
+                "gradient are 0 and KL-Cov is plain GRPO. Use num_iterations > 1 or steps_per_generation > "
+                "gradient_accumulation_steps.",
+                UserWarning,
+                stacklevel=2,
+            )
+
+    def _global_cov(self, batch: LossBatch, adv: torch.Tensor) -> torch.Tensor:
+        mask = batch.mask.to(torch.float32)
+        logp = batch.per_token_logps.detach().float()
+        sums = torch.stack([(adv.float() * mask).sum(), (logp * mask).sum(), mask.sum()])
+        if self.accelerator.num_processes > 1:
+            sums = self.accelerator.reduce(sums, reduction="sum")
+        n = sums[2].clamp(min=1.0)
+        return token_covariance(logp, adv, batch.mask, means=(sums[0] / n, sums[1] / n))
+
+    def shape_advantages(self, advantages: torch.Tensor, batch: LossBatch):
+        method = self.entropy_method
+        if method == "none":
+            return None
+        adv = advantages.unsqueeze(1).expand_as(batch.mask).to(batch.per_token_logps.dtype)
+        if method == "entropy_adv":
+            # Cheng et al. 2025: A'_t = A_t + min(alpha * H_t.detach(), |A_t| / kappa).
+            shaped = entropy_advantage(adv, batch.entropies, self.args.entropy_adv_alpha, self.args.entropy_adv_kappa)
+            if batch.mode == "train":
+                self.log_metric("entropy_adv/bonus", self.global_masked_mean(shaped - adv, batch.mask))
+            return shaped
+        if batch.mode != "train":
+            return None
+        cov = self._global_cov(batch, adv)  # Cui et al. 2025: cov_t = (A_t - mean A)(logp_t - mean logp)
+        if method == "clip_cov":
+            # Tokens TRL's surrogate already clips (the ratio is outside [1 - eps_low, 1 + eps_high] in the direction
+            # of the advantage) are not candidates, as in the reference code.
+            ratio = torch.exp(batch.per_token_logps.detach() - batch.old_per_token_logps)
+            clipped = ((adv > 0) & (ratio > 1 + self.epsilon_high)) | ((adv < 0) & (ratio < 1 - self.epsilon_low))
+            selected = clip_cov_select(
+                cov,
+                batch.mask,
+                self.args.clip_cov_ratio,
+                self.args.clip_cov_lb,
+                self.args.clip_cov_ub,
+                exclude=clipped,
+                generator=self._next_generator(),
+            )
+            self.log_metric("cov/selected_tokens", selected.sum())
+            return adv.masked_fill(selected, 0.0)
+        # kl_cov: select here (needs cov), penalise in extra_loss
+        self._kl_cov_selected = kl_cov_select(cov, batch.mask, self.args.kl_cov_ratio)
+        self.log_metric("cov/selected_tokens", self._kl_cov_selected.sum())
+        return None
+
+    def _aggregate_like_policy_loss(self, per_token: torch.Tensor, mask: torch.Tensor, batch: LossBatch):
+        """Aggregate a per-token term with the normaliser TRL 1.16 applies to its policy loss for `loss_type`, before
+        the division by the gradient-accumulation steps (which the base trainer applies to `extra_loss`)."""
+        mask = mask.to(per_token.dtype)
+        loss_type = self.loss_type
+        if loss_type in ("grpo", "sapo"):
+            return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+        if loss_type == "bnpo":
+            return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+        if loss_type == "dr_grpo":
+            return (per_token * mask).sum() / (per_token.size(0) * self.max_completion_length)
+        if loss_type in ("cispo", "dapo", "vespo"):
+            normalizer = batch.inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+            if batch.mode == "train":
+                normalizer = normalizer / self.args.steps_per_generation
+            return (per_token * mask).sum() / normalizer
+        return (per_token * mask).sum(-1).mean()  # luspo
+
+    def extra_loss(self, batch: LossBatch):
+        if self.entropy_method != "kl_cov" or batch.mode != "train" or self._kl_cov_selected is None:
+            return None
+        selected, self._kl_cov_selected = self._kl_cov_selected, None
+        # Cui et al. 2025, KL-Cov: + beta * |logp - logp_old| on the selected tokens.
+        penalty = self.args.kl_cov_coef * (batch.per_token_logps - batch.old_per_token_logps).abs()
+        term = self._aggregate_like_policy_loss(penalty * selected, batch.mask, batch)
+        self.log_metric("cov/kl_penalty", term.detach())
+        return term
+
+    def method_state(self):
+        if self.entropy_method in ("clip_cov",):
+            return {"rng_calls": self._rng_calls}
+        return {}
+
+    def load_method_state(self, state):
+        self._rng_calls = int(state.get("rng_calls", 0))
