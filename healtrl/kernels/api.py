@@ -104,12 +104,60 @@ def _validate(hidden, weight, targets, bias, temperature) -> None:
             )
 
 
+_SELF_CHECKED: dict[str, bool] = {}
+
+
+def _triton_self_check(device: torch.device) -> bool:
+    """Once per device: the compiled Triton path against the torch path on a small random problem.
+
+    `backend="auto"` uses Triton only if this passes (values and gradients within 1e-4 in fp32, awkward sizes);
+    otherwise it warns once and uses the torch path, so a Triton build or GPU it was never checked on cannot give
+    wrong numbers silently. `backend="triton"` skips the check.
+    """
+    key = str(device)
+    if key not in _SELF_CHECKED:
+        import warnings
+
+        try:
+            from .torch_chunked import torch_logprob_entropy
+            from .triton_fused import triton_logprob_entropy
+
+            gen = torch.Generator(device=device).manual_seed(0)
+            h = torch.randn(77, 96, device=device, generator=gen, requires_grad=True)
+            w = torch.randn(1003, 96, device=device, generator=gen, requires_grad=True)
+            y = torch.randint(0, 1003, (77,), device=device, generator=gen)
+            g = torch.randn(2, 77, device=device, generator=gen)
+            results = []
+            for fn in (torch_logprob_entropy, triton_logprob_entropy):
+                out = fn(h, w, y, bias=None, temperature=0.7, power_sums=True)
+                grads = torch.autograd.grad((out.logp * g[0] + out.entropy * g[1]).sum(), (h, w))
+                results.append([out.logp, out.entropy, out.sum_p2, out.sum_p2_logp, *grads])
+            ok = all(
+                torch.allclose(b.float(), a.float(), rtol=1e-4, atol=1e-4 * max(a.abs().max().item(), 1.0))
+                for a, b in zip(*results)
+            )
+            reason = "results differ from the torch path"
+        except Exception as exc:  # a failed compile or launch: fall back, say why
+            ok, reason = False, f"{type(exc).__name__}: {exc}"
+        if not ok:
+            warnings.warn(
+                f"healtrl's Triton LM-head kernel failed its self-check on {device} ({reason}); using the chunked "
+                "torch path instead. Please report this with your GPU, torch and triton versions.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        _SELF_CHECKED[key] = ok
+    return _SELF_CHECKED[key]
+
+
 def resolve_backend(backend: str, device: torch.device) -> str:
     """``"torch"`` or ``"triton"`` for ``backend`` on ``device`` (see :func:`fused_logprob_entropy`)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "auto":
-        return "triton" if device.type == "cuda" and triton_available() else "torch"
+        if device.type == "cuda" and triton_available() and _triton_self_check(device):
+            return "triton"
+        return "torch"
     if backend == "triton":
         if not triton_available():
             raise ImportError(
@@ -162,12 +210,22 @@ def fused_logprob_entropy(
         from .triton_fused import triton_logprob_entropy
 
         return triton_logprob_entropy(
-            hidden, weight, targets, bias=bias, temperature=float(temperature), power_sums=power_sums,
+            hidden,
+            weight,
+            targets,
+            bias=bias,
+            temperature=float(temperature),
+            power_sums=power_sums,
             token_chunk=chunk_size,
         )
     from .torch_chunked import torch_logprob_entropy
 
     return torch_logprob_entropy(
-        hidden, weight, targets, bias=bias, temperature=float(temperature), power_sums=power_sums,
+        hidden,
+        weight,
+        targets,
+        bias=bias,
+        temperature=float(temperature),
+        power_sums=power_sums,
         chunk_size=chunk_size,
     )
