@@ -40,6 +40,7 @@ from healtrl.toy import reproduce_entropy_collapse
 RUNS = {
     "grpo": (EntropyGRPOTrainer, EntropyGRPOConfig, {}, "TRL GRPO"),
     "aer": (AERTrainer, AERConfig, {}, "tau 0.4, rho 0.2, eta 0.005, alpha_0 0"),
+    "aer_fast": (AERTrainer, AERConfig, {"alpha_init": 0.01, "eta": 0.02}, "toy-tuned: alpha_0 0.01, eta 0.02"),
     "posadv_entropy": (PosAdvTrainer, PosAdvConfig, {"schedule": "entropy"}, "delta 0.2, Delta 0.05, lambda_0 0"),
     "posadv_stage": (PosAdvTrainer, PosAdvConfig, {"schedule": "stage"}, ""),
     "posadv_epoch": (PosAdvTrainer, PosAdvConfig, {"schedule": "epoch"}, "100 steps per epoch"),
