@@ -125,3 +125,35 @@ def assert_params_equal(model_a, model_b, atol: float = 1e-6):
     params_b = dict(model_b.named_parameters())
     for name, pa in model_a.named_parameters():
         torch.testing.assert_close(pa.detach(), params_b[name].detach(), rtol=1e-5, atol=atol, msg=name)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_two_processes(script: str, output_dir) -> list[dict]:
+    """Run `script OUTPUT_DIR` under torchrun with 2 CPU processes (gloo); return each rank's rank{r}.json."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"]
+    result = subprocess.run(
+        [*cmd, str(script), str(output_dir)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return [json.loads((Path(output_dir) / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def reference_stats(trainer, inputs):
+    """log p(target), entropy, sum p^2, sum p^2 log p of each completion token under `trainer.model`, float64."""
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    attn = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    with torch.no_grad():
+        logits = trainer.model(input_ids=ids, attention_mask=attn).logits.double()
+    logits = logits[:, inputs["prompt_ids"].size(1) - 1 : -1] / trainer.temperature
+    logp_all = torch.log_softmax(logits, dim=-1)
+    p = logp_all.exp()
+    logp = logp_all.gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1)
+    return logp, -(p * logp_all).sum(-1), (p * p).sum(-1), (p * p * logp_all).sum(-1)

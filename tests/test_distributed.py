@@ -2,31 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
-from tests.helpers import clean_history
+from tests.helpers import clean_history, run_two_processes
 
 
 def test_two_process_run_agrees_across_ranks(tmp_path):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--standalone",
-        "tests/dist_worker.py",
-        str(tmp_path),
-    ]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    result = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-
-    reports = [json.load(open(tmp_path / f"rank{r}.json")) for r in range(2)]
+    reports = run_two_processes("tests/dist_worker.py", tmp_path)
     assert [r["world_size"] for r in reports] == [2, 2]
     assert reports[0]["params_sha256"] == reports[1]["params_sha256"]
     history = [clean_history(r["log_history"]) for r in reports]

@@ -10,7 +10,7 @@ from transformers import set_seed
 import healtrl.trainers._kernel_bridge as bridge
 from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer
 from healtrl.trainers._kernel_bridge import HealtrlLogProbFunction, healtrl_lm_head
-from tests.helpers import build_trainer, loss_and_grads, next_inputs
+from tests.helpers import build_trainer, loss_and_grads, next_inputs, reference_stats
 
 
 class PowerSumProbe(EntropyGRPOTrainer):
@@ -23,19 +23,6 @@ class PowerSumProbe(EntropyGRPOTrainer):
     def shape_advantages(self, advantages, batch):
         type(self).seen = batch
         return None
-
-
-def reference_stats(trainer, inputs):
-    """log p(target), entropy, sum p^2, sum p^2 log p of every completion token, from full float64 logits."""
-    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
-    attn = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-    with torch.no_grad():
-        logits = trainer.model(input_ids=ids, attention_mask=attn).logits.double()
-    logits = logits[:, inputs["prompt_ids"].size(1) - 1 : -1] / trainer.temperature
-    logp_all = torch.log_softmax(logits, dim=-1)
-    p = logp_all.exp()
-    logp = logp_all.gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1)
-    return logp, -(p * logp_all).sum(-1), (p * p).sum(-1), (p * p * logp_all).sum(-1)
 
 
 @pytest.mark.parametrize("compact", [False, True])

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 
 import pytest
@@ -24,7 +23,14 @@ from healtrl.functional import (  # noqa: E402
     opefo_token_weights,
     token_entropy_change,
 )
-from tests.helpers import build_trainer, grpo_kwargs, loss_and_grads, next_inputs  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    build_trainer,
+    grpo_kwargs,
+    loss_and_grads,
+    next_inputs,
+    reference_stats,
+    run_two_processes,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -128,19 +134,6 @@ class Recording(OPEFOTrainer):
         shaped = super().shape_advantages(advantages, batch)
         type(self).seen.append((batch, shaped))
         return shaped
-
-
-def reference_stats(trainer, inputs):
-    """log p(target), entropy, sum p^2, sum p^2 log p of each completion token, from float64 logits."""
-    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
-    attn = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-    with torch.no_grad():
-        logits = trainer.model(input_ids=ids, attention_mask=attn).logits.double()
-    logits = logits[:, inputs["prompt_ids"].size(1) - 1 : -1] / trainer.temperature
-    logp_all = torch.log_softmax(logits, dim=-1)
-    p = logp_all.exp()
-    logp = logp_all.gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1)
-    return logp, -(p * logp_all).sum(-1), (p * p).sum(-1), (p * p * logp_all).sum(-1)
 
 
 def hand_lambda_and_weights(trainer, inputs, estimator="opefo", sides="both", static=None):
@@ -364,20 +357,7 @@ def _worker(output_dir: str) -> None:
 
 
 def test_two_process_lambda_identical_and_global(tmp_path):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--standalone",
-        __file__,
-        str(tmp_path),
-    ]
-    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    reports = [json.load(open(tmp_path / f"rank{r}.json")) for r in range(2)]
+    reports = run_two_processes(__file__, tmp_path)
     for ga in ("1", "2"):
         r0, r1 = reports[0][ga], reports[1][ga]
         assert len(r0["lambda"]) == 2 and r0["lambda"] == r1["lambda"]  # identical on every rank

@@ -375,36 +375,20 @@ class EntropyGRPOTrainer(GRPOTrainer):
             self._capture_rollout_entropy = self._trl_computes_old_logps()
         return outputs
 
+    def _pad_ids(self, ids_list: list[list[int]], side: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token ids and their mask, padded as TRL pads prompts (left) and completions (right)."""
+        kwargs = dict(padding_side=side, pad_to_multiple_of=self.pad_to_multiple_of)
+        ids = pad([torch.tensor(x) for x in ids_list], padding_value=self._tokenizer.pad_token_id, **kwargs)
+        mask = pad([torch.ones(len(x), dtype=torch.long) for x in ids_list], padding_value=0, **kwargs)
+        return ids.to(self.accelerator.device), mask.to(self.accelerator.device)
+
     def _rollout_entropy_pass(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-token entropies (B_local, T) of the last rollouts and their completion mask."""
         prompt_ids_list, completion_ids_list = self._rollout_ids
-        device = self.accelerator.device
-        completion_ids = pad(
-            [torch.tensor(ids) for ids in completion_ids_list],
-            padding_value=self._tokenizer.pad_token_id,
-            padding_side="right",
-            pad_to_multiple_of=self.pad_to_multiple_of,
-        ).to(device)
-        completion_mask = pad(
-            [torch.ones(len(ids), dtype=torch.long) for ids in completion_ids_list],
-            padding_value=0,
-            padding_side="right",
-            pad_to_multiple_of=self.pad_to_multiple_of,
-        ).to(device)
+        completion_ids, completion_mask = self._pad_ids(completion_ids_list, "right")
         entropies = self._rollout_entropies
         if entropies is None:
-            prompt_ids = pad(
-                [torch.tensor(ids) for ids in prompt_ids_list],
-                padding_value=self._tokenizer.pad_token_id,
-                padding_side="left",
-                pad_to_multiple_of=self.pad_to_multiple_of,
-            ).to(device)
-            prompt_mask = pad(
-                [torch.ones(len(ids), dtype=torch.long) for ids in prompt_ids_list],
-                padding_value=0,
-                padding_side="left",
-                pad_to_multiple_of=self.pad_to_multiple_of,
-            ).to(device)
+            prompt_ids, prompt_mask = self._pad_ids(prompt_ids_list, "left")
             batch_size = (
                 self.args.per_device_train_batch_size if self._mode == "train" else self.args.per_device_eval_batch_size
             )
