@@ -186,6 +186,15 @@ def test_rollout_entropies_are_exact(tmp_path, num_iterations):
     assert forwards - forwards_plain == (1 if num_iterations == 1 else 0)
 
 
+def test_rollout_entropy_alone_is_logged(tmp_path):
+    trainer = build_trainer(EntropyGRPOTrainer, EntropyGRPOConfig, tmp_path, rollout_entropy=True)
+    inputs, _ = generate_counting_forwards(trainer)
+    expected = reference_rollout_entropies(trainer, inputs)
+    assert trainer._metrics["train"]["rollout/entropy"][0] == pytest.approx(
+        (expected.sum() / inputs["completion_mask"].sum()).item(), rel=1e-5
+    )
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Lever 4: data mixing
 # ---------------------------------------------------------------------------------------------------------------

@@ -47,8 +47,8 @@ class EntropyGRPOConfig(GRPOConfig):
         rollout_entropy (`bool`, *optional*, defaults to `False`):
             Compute the exact full-vocabulary entropy of every rollout token with the policy that generated it (one
             no-grad forward per generation batch, shared with TRL's old-log-prob pass when that pass runs). TRL
-            computes no entropies at generation time, also not under vLLM. Trainers whose reward augmentation needs
-            rollout entropies (HEAL's EDA reward) switch this on themselves.
+            computes no entropies at generation time, also not under vLLM. Their token mean is logged as
+            `rollout/entropy`, and reward augmentations receive them (HEAL's EDA reward switches this on itself).
     """
 
     rollout_entropy: bool = field(
@@ -369,7 +369,7 @@ class EntropyGRPOTrainer(GRPOTrainer):
 
     def _generate(self, prompts: list):
         outputs = super()._generate(prompts)
-        if self._augmentation_names and self.needs_rollout_entropies:
+        if self.needs_rollout_entropies:
             self._rollout_ids = (outputs[0], outputs[1])
             self._rollout_entropies = None
             self._capture_rollout_entropy = self._trl_computes_old_logps()
@@ -410,7 +410,7 @@ class EntropyGRPOTrainer(GRPOTrainer):
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        if not self._augmentation_names:
+        if not (self._augmentation_names or self.needs_rollout_entropies):
             return rewards_per_func
 
         entropies = entropy_mask = None
@@ -422,6 +422,8 @@ class EntropyGRPOTrainer(GRPOTrainer):
             entropies = self.accelerator.gather(self.accelerator.pad_across_processes(local_entropies, dim=1))
             entropy_mask = self.accelerator.gather(self.accelerator.pad_across_processes(local_mask, dim=1))
             self.log_metric("rollout/entropy", (entropies * entropy_mask).sum() / entropy_mask.sum().clamp(min=1))
+        if not self._augmentation_names:
+            return rewards_per_func  # `rollout_entropy` alone: the entropies are logged as `rollout/entropy`
 
         from accelerate.utils import gather_object
 
