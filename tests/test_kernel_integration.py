@@ -110,3 +110,24 @@ def test_context_restores_trl_function():
     with pytest.raises(RuntimeError), healtrl_lm_head():
         raise RuntimeError
     assert trl_utils._ChunkedLogProbFunction is original
+
+
+def test_mixed_precision_head_matches_trl_function():
+    """Under autocast the backbone hands bf16 hidden states to an fp32 head: the bridge computes in the autocast dtype,
+    like the autocast projection, and agrees with TRL's function to bf16 precision (values and gradients)."""
+    torch.manual_seed(0)
+    hidden = torch.randn(37, 64).bfloat16().requires_grad_()
+    weight = (torch.randn(301, 64) * 0.3).requires_grad_()
+    labels = torch.randint(0, 301, (37,))
+    original = trl_utils._ChunkedLogProbFunction
+    results = []
+    for function in (HealtrlLogProbFunction(original=original), original):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logp, entropy, *_ = function.apply(
+                hidden, weight, None, labels, 0.8, 4096, None, 1.0, ("log_probs", "entropy")
+            )
+        grads = torch.autograd.grad((logp.float().sum() + entropy.float().sum()), (hidden, weight))
+        results.append([logp.float(), entropy.float(), *(g.float() for g in grads)])
+    for ours, theirs in zip(*results):
+        assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+        torch.testing.assert_close(ours, theirs, rtol=2e-2, atol=2e-2 * theirs.abs().max().item())
