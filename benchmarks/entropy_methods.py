@@ -6,6 +6,7 @@ Each cell is the mean over the `--window` steps ending at that step (single step
 
     python benchmarks/entropy_methods.py                     # the table (about 15 min on one CPU thread)
     python benchmarks/entropy_methods.py --steps 100 --only grpo aer
+    python benchmarks/entropy_methods.py --steps 600 --model healtrl-toy/qwen2-mul --only grpo aer   # harder task
     python benchmarks/entropy_methods.py --overhead          # training-step time of each trainer vs the base
 
 `--overhead` times forward + loss + backward + optimizer step (generation excluded) of every trainer on the same
@@ -102,7 +103,12 @@ def table(args):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             history = reproduce_entropy_collapse(
-                steps=args.steps, seed=args.seed, trainer_cls=trainer_cls, config_cls=config_cls, **overrides
+                steps=args.steps,
+                seed=args.seed,
+                trainer_cls=trainer_cls,
+                config_cls=config_cls,
+                model_name=args.model,
+                **overrides,
             )
         per_step = (time.perf_counter() - t0) / args.steps
         ent = window_means(history, steps, args.window, "entropy")
@@ -177,6 +183,9 @@ def overhead(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument(
+        "--model", default="healtrl-toy/qwen2-add", help="toy model (and task family), e.g. healtrl-toy/qwen2-mul"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--window", type=int, default=20)
     parser.add_argument("--only", nargs="*")
