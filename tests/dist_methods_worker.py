@@ -14,7 +14,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from healtrl import AERConfig, AERTrainer, GRPOBaselineConfig, GRPOBaselineTrainer, PosAdvConfig, PosAdvTrainer  # noqa: E402
-from tests.helpers import build_trainer  # noqa: E402
+from tests.helpers import build_trainer, shut_down_process_group  # noqa: E402
 
 RUNS = {
     "aer": (AERTrainer, AERConfig, dict(alpha_init=0.01, tau=1.0)),
@@ -46,3 +46,4 @@ def main(output_dir: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    shut_down_process_group()

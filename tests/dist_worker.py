@@ -15,7 +15,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from healtrl import EntropyGRPOConfig  # noqa: E402
-from tests.helpers import build_trainer  # noqa: E402
+from tests.helpers import build_trainer, shut_down_process_group  # noqa: E402
 from tests.test_levers import EntropyProbe  # noqa: E402
 
 
@@ -57,3 +57,4 @@ def main(output_dir: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    shut_down_process_group()

@@ -157,3 +157,12 @@ def reference_stats(trainer, inputs):
     p = logp_all.exp()
     logp = logp_all.gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1)
     return logp, -(p * logp_all).sum(-1), (p * p).sum(-1), (p * p * logp_all).sum(-1)
+
+
+def shut_down_process_group() -> None:
+    """End a torchrun worker cleanly: without it, gloo's threads can abort the process at exit (SIGABRT)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()

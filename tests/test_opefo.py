@@ -30,6 +30,7 @@ from tests.helpers import (  # noqa: E402
     next_inputs,
     reference_stats,
     run_two_processes,
+    shut_down_process_group,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -372,3 +373,4 @@ def test_two_process_lambda_identical_and_global(tmp_path):
 
 if __name__ == "__main__":
     _worker(sys.argv[1])
+    shut_down_process_group()
