@@ -1,7 +1,10 @@
 """Datasets and reward functions for `train.py`, selected by name.
 
-`load_train_dataset(name, ...)` understands three kinds of names:
+`load_train_dataset(name, ...)` understands four kinds of names:
 
+* task names, `task:<name>` (e.g. `task:gsm8k`, `task:commonsenseqa`, `task:rg/chain_sum`): a task of
+  `healtrl.tasks` (prompts in the papers' formats with `answer`, `domain`, `task` and the reward's columns; the reward
+  to use is `healtrl.tasks.get_task(name).reward`). Hub ids never contain ":", so the prefix is unambiguous;
 * toy names, `healtrl-toy/<family>[+<family>...]` (e.g. `healtrl-toy/add`, `healtrl-toy/add+compare`): generated
   offline by `healtrl.toy` with columns `prompt`, `answer`, `domain`, `task`; the "test" split holds problems that
   never appear in "train";
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "REWARD_FUNCS",
+    "TASK_DATASET_PREFIX",
     "TOY_DATASET_PREFIX",
     "RewardSpec",
     "check_columns",
@@ -36,6 +40,7 @@ __all__ = [
 ]
 
 TOY_DATASET_PREFIX = "healtrl-toy/"
+TASK_DATASET_PREFIX = "task:"
 TOY_TRAIN_SIZE = 1000
 """Rows generated for a toy training split when `num_samples` is not given."""
 TOY_TEST_SIZE = 20
@@ -159,6 +164,36 @@ register_reward(
     "healtrl.toy.toy_reward",
     columns=["answer"],
     description="Exact match of the completion against the `answer` column (healtrl.toy).",
+)
+register_reward(
+    "math",
+    "healtrl.rewards.math_reward",
+    columns=["answer"],
+    description="math-verify on the last \\boxed{} (else 'Answer:' line, else last number) against `answer`.",
+)
+register_reward(
+    "multiple_choice",
+    "healtrl.rewards.multiple_choice_reward",
+    columns=["answer", "choices"],
+    description="Exactly one chosen option (letter or option text) against the letter in `answer`.",
+)
+register_reward(
+    "code",
+    "healtrl.rewards.code_reward",
+    columns=["tests"],
+    description="The completion's program passes every test in `tests`, run in healtrl's sandbox.",
+)
+register_reward(
+    "reasoning_gym",
+    "healtrl.rewards.reasoning_gym_reward",
+    columns=["rg_entry"],
+    description="The reasoning-gym generator's scorer on the final answer (problem named by `rg_entry`).",
+)
+register_reward(
+    "task",
+    "healtrl.rewards.task_reward",
+    columns=["task"],
+    description="Each row scored by the reward of its own task (`task` column): for datasets that mix tasks.",
 )
 register_reward(
     "accuracy_reward",
@@ -310,7 +345,8 @@ def load_train_dataset(
     """Load one split of a dataset named like `dataset_name` in a config.
 
     Args:
-        name: A toy name (`healtrl-toy/add`, `healtrl-toy/add+compare`), a local file or folder, or a Hub id.
+        name: A task name (`task:gsm8k`), a toy name (`healtrl-toy/add`, `healtrl-toy/add+compare`), a local file or
+            folder, or a Hub id.
         config: Hub dataset configuration (`name` argument of `datasets.load_dataset`).
         split: Split to return ("train", "test", ...).
         num_samples: Keep a random subset of this many rows (drawn with `seed`). For toy training data, the number
@@ -323,6 +359,14 @@ def load_train_dataset(
     """
     if not isinstance(name, str) or not name:
         raise ValueError("The dataset name is empty. Set `dataset_name` to a toy name, a local path or a Hub id.")
+    if name.startswith(TASK_DATASET_PREFIX):
+        from healtrl.tasks import load_task
+
+        if config is not None or load_kwargs:
+            raise ValueError(
+                f"The task dataset '{name}' takes no `dataset_config` or loading arguments; choose the task by name."
+            )
+        return load_task(name[len(TASK_DATASET_PREFIX) :], split=split, num_samples=num_samples, seed=seed)
     if is_toy_dataset(name):
         return _load_toy(name, split, num_samples, seed)
     path = os.path.expanduser(name)

