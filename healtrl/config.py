@@ -33,6 +33,7 @@ import sys
 import textwrap
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
@@ -137,6 +138,27 @@ class ScriptArguments:
             (leaves the setting alone when `OMP_NUM_THREADS` is set).
         save_final_model (`bool`, *optional*, defaults to `True`):
             Save the trained model (or adapter, with `use_peft`) and tokenizer to `output_dir` at the end.
+        eval_tasks (`list[str]`, *optional*, defaults to `[]`):
+            Tasks (`healtrl.tasks.TASKS`) to evaluate the policy on during training with
+            `healtrl.evaluation.PeriodicEvalCallback`; logs `eval/<task>/avg@k` and `eval/<task>/pass@j`.
+        eval_k (`int`, *optional*, defaults to `1`):
+            Samples per problem of the periodic evaluation.
+        eval_every_steps (`int`, *optional*, defaults to `100`):
+            Run the periodic evaluation every this many optimizer steps (and at the last step).
+        eval_at_start (`bool`, *optional*, defaults to `False`):
+            Also run the periodic evaluation before the first step.
+        eval_num_problems (`int`, *optional*):
+            Evaluate a fixed random subset of this many problems per task. Defaults to every problem.
+        eval_split (`str`, *optional*):
+            Split of the evaluation tasks. Defaults to each task's evaluation split.
+        eval_temperature (`float`, *optional*):
+            Sampling temperature of the periodic evaluation. Defaults to the trainer's `temperature`.
+        eval_top_p (`float`, *optional*):
+            Nucleus sampling threshold of the periodic evaluation. Defaults to the trainer's `top_p`.
+        eval_max_new_tokens (`int`, *optional*):
+            Most tokens per evaluation completion. Defaults to the trainer's `max_completion_length`.
+        eval_batch_size (`int`, *optional*, defaults to `64`):
+            Sequences per `generate` call of the periodic evaluation.
     """
 
     dataset_name: str | None = field(
@@ -197,6 +219,61 @@ class ScriptArguments:
             "help": "Save the trained model (or adapter, with `use_peft`) and tokenizer to `output_dir` at the end."
         },
     )
+    eval_tasks: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Tasks (healtrl.tasks.TASKS) to evaluate the policy on during training (PeriodicEvalCallback); "
+            "logs `eval/<task>/avg@k` and `eval/<task>/pass@j`."
+        },
+    )
+    eval_k: int = field(default=1, metadata={"help": "Samples per problem of the periodic evaluation."})
+    eval_every_steps: int = field(
+        default=100,
+        metadata={"help": "Run the periodic evaluation every this many optimizer steps (and at the last step)."},
+    )
+    eval_at_start: bool = field(
+        default=False, metadata={"help": "Also run the periodic evaluation before the first step."}
+    )
+    eval_num_problems: int | None = field(
+        default=None,
+        metadata={"help": "Evaluate a fixed random subset of this many problems per task. Defaults to every problem."},
+    )
+    eval_split: str | None = field(
+        default=None,
+        metadata={"help": "Split of the evaluation tasks. Defaults to each task's evaluation split."},
+    )
+    eval_temperature: float | None = field(
+        default=None,
+        metadata={"help": "Sampling temperature of the periodic evaluation. Defaults to the trainer's `temperature`."},
+    )
+    eval_top_p: float | None = field(
+        default=None,
+        metadata={"help": "Nucleus sampling threshold of the periodic evaluation. Defaults to the trainer's `top_p`."},
+    )
+    eval_max_new_tokens: int | None = field(
+        default=None,
+        metadata={"help": "Most tokens per evaluation completion. Defaults to the trainer's `max_completion_length`."},
+    )
+    eval_batch_size: int = field(
+        default=64, metadata={"help": "Sequences per `generate` call of the periodic evaluation."}
+    )
+
+    def __post_init__(self):
+        if isinstance(self.eval_tasks, str):
+            self.eval_tasks = [t.strip() for t in self.eval_tasks.split(",") if t.strip()]
+        for name in ("eval_k", "eval_every_steps", "eval_batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        for name in ("eval_num_problems", "eval_max_new_tokens"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer or null, got {value!r}.")
+        if self.eval_tasks:
+            from healtrl.tasks import get_task
+
+            for task in self.eval_tasks:
+                get_task(task)  # ValueError naming the known tasks
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -675,6 +752,7 @@ def resolve(
     default: dict[str, Any] | str | None = None,
     registry: dict[str, tuple[type, type]] | None = None,
     prog: str = "train.py",
+    adjust: Callable[[dict[str, Any], dict[str, str]], None] | None = None,
 ) -> ResolvedConfig:
     """Parse `argv` into the three argument dataclasses; see `parse`.
 
@@ -684,6 +762,9 @@ def resolve(
             `trainer` and the other keys must come from the command line).
         registry: Trainer registry, name -> (trainer class, config class); defaults to `healtrl.trainers.TRAINERS`.
         prog: Program name shown by `--help`.
+        adjust: Called as `adjust(values, sources)` with the merged, type-checked values (key -> value) and where each
+            was set, just before the dataclasses are built; it may change both in place (`train.py --dry_run` uses
+            it to build GPU configs on a machine without one, and says so).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     cli = _split_argv(argv)
@@ -804,6 +885,9 @@ def resolve(
             value, raw = _parse_cli_value(words)
         values[key] = convert(key, value, raw, where)
         sources[key] = where
+
+    if adjust is not None:
+        adjust(values, sources)
 
     # 4. Build the dataclasses; their own checks (__post_init__) become ConfigErrors too.
     kwargs: dict[str, dict[str, Any]] = {group: {} for group in GROUPS}

@@ -95,7 +95,7 @@ def test_config_errors_exit_with_a_message(capsys):
     assert main(["train", "--learnin_rate", "1e-3"]) == 2
     err = capsys.readouterr().err
     assert "error: Unknown key `learnin_rate`" in err and "`learning_rate`" in err
-    assert main(["select"]) == 2 and "not available yet" in capsys.readouterr().err
+    assert main(["select"]) == 2 and "--model" in capsys.readouterr().err  # healtrl select: required options named
     assert main(["trian"]) == 2 and "healtrl train" in capsys.readouterr().err
     assert main([]) == 0 and "train" in capsys.readouterr().out
 

@@ -1,0 +1,1166 @@
+"""Evaluation of a model on verifiable tasks: k samples per problem, avg@k, pass@k and response length.
+
+```bash
+healtrl eval --model outputs/toy_grpo --tasks toy-add,toy-compare --k 8 --max_new_tokens 4
+healtrl eval --model Qwen/Qwen3-4B-Base --tasks math500,aime24 --k 32 --temperature 1.0 --top_p 0.7 \
+    --max_new_tokens 8192 --output_dir outputs/eval/qwen3_4b
+```
+
+For every task (`healtrl.tasks.load_task`), each problem gets `k` sampled completions: with vLLM when it is installed
+and a GPU is present (`--backend auto`, the default; `--backend vllm` insists on it), else with transformers' batched
+`generate` (conversational prompts go through the tokenizer's chat template, as in TRL's GRPOTrainer). The task's
+registered reward (`TaskSpec.reward`, a name in `healtrl.data.REWARD_FUNCS`) scores every completion, called with
+TRL's reward convention; a completion is **correct when its reward is at least `threshold`** (default 1.0: full
+credit, e.g. every unit test of a code problem passing; lower it, e.g. to 0.5, for rewards that give partial credit).
+
+Reported per task (fractions in `results.json`, percentages in `results.md`):
+
+* `avg@k`: the mean correctness over all k samples of all problems (equals the unbiased pass@1);
+* `pass@j` for j = 1, 2, 4, ... (powers of two) up to k, and k itself: the mean over problems of the unbiased
+  estimator 1 - C(k - c, j) / C(k, j) (`healtrl.functional.pass_at_k`, Chen et al. 2021, eq. 1);
+* `mean_response_length`: generated tokens per completion, counting the end-of-sequence token when one was generated
+  (as TRL's `completions/mean_length`); `truncated_fraction`: completions that hit `max_new_tokens` without one.
+
+During training, `PeriodicEvalCallback` runs the same evaluation on the current policy every `every_n_steps`
+optimizer steps and logs `eval/<task>/avg@k`, `eval/<task>/pass@j`, `eval/<task>/mean_response_length` through the
+trainer's logging (so they reach `metrics.jsonl`, wandb, trackio or tensorboard). From a `train.py` config, set
+`eval_tasks` (and `eval_k`, `eval_every_steps`, ...; see `healtrl.config.ScriptArguments`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from healtrl.functional.evaluation import pass_at_k
+
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "Completion",
+    "EvalResults",
+    "PeriodicEvalCallback",
+    "SamplingSettings",
+    "TaskResult",
+    "TransformersGenerator",
+    "VLLMGenerator",
+    "eval_main",
+    "evaluate",
+    "evaluate_task",
+    "pass_at_k_points",
+    "score_completions",
+    "tokenize_prompts",
+]
+
+DEFAULT_THRESHOLD = 1.0
+"""A completion is correct when its reward is at least this (full credit for 0/1 rewards and all-tests-pass code)."""
+RESULTS_JSON = "results.json"
+RESULTS_MD = "results.md"
+BACKENDS = ("auto", "vllm", "transformers")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Settings and results
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class SamplingSettings:
+    """How completions are sampled.
+
+    Attributes:
+        k: Completions per problem.
+        temperature: Sampling temperature; 0 decodes greedily (then every one of the k samples is the same).
+        top_p: Nucleus sampling threshold (1.0: off).
+        top_k: Keep the k most likely tokens (0: off).
+        max_new_tokens: Most tokens generated per completion.
+        seed: Seed of the sampling. Each task is sampled from this seed, so a task's result does not depend on the
+            other tasks evaluated with it.
+        batch_size: Sequences per `generate` call (transformers backend; vLLM schedules its own batches).
+    """
+
+    k: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 4096
+    seed: int = 0
+    batch_size: int = 64
+
+    def __post_init__(self):
+        checks = [
+            ("k", isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1, "a positive integer"),
+            ("temperature", _is_number(self.temperature) and self.temperature >= 0, "a number >= 0"),
+            ("top_p", _is_number(self.top_p) and 0 < self.top_p <= 1, "a number in (0, 1]"),
+            ("top_k", isinstance(self.top_k, int) and self.top_k >= 0, "an integer >= 0 (0: off)"),
+            ("max_new_tokens", isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 1, "a positive integer"),
+            ("seed", isinstance(self.seed, int), "an integer"),
+            ("batch_size", isinstance(self.batch_size, int) and self.batch_size >= 1, "a positive integer"),
+        ]
+        for name, ok, expected in checks:
+            if not ok:
+                raise ValueError(f"`{name}` must be {expected}, got {getattr(self, name)!r}.")
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def pass_at_k_points(k: int) -> list[int]:
+    """The j of the reported pass@j: 1, 2, 4, ... (powers of two not above `k`), and `k` itself."""
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}.")
+    points = [2**i for i in range(k.bit_length()) if 2**i <= k]
+    return points if points[-1] == k else [*points, k]
+
+
+@dataclass
+class Completion:
+    """One sampled completion: its text, its length in tokens and whether it hit `max_new_tokens`."""
+
+    text: str
+    token_ids: list[int]
+    truncated: bool
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass
+class TaskResult:
+    """The evaluation of one task.
+
+    Attributes:
+        task: Task name.
+        split: Split evaluated.
+        reward: Name of the reward that scored it.
+        threshold: A completion counts as correct when its reward is at least this.
+        k: Completions per problem.
+        num_problems: Problems evaluated.
+        correct: Correct completions of each problem (0..k).
+        pass_at: j -> mean over problems of the unbiased pass@j.
+        mean_response_length: Mean generated tokens per completion (counting the end-of-sequence token).
+        truncated_fraction: Fraction of completions that reached `max_new_tokens` without an end-of-sequence token.
+        mean_reward: Mean raw reward.
+        seconds: Wall time (generation and scoring).
+    """
+
+    task: str
+    split: str
+    reward: str
+    threshold: float
+    k: int
+    num_problems: int
+    correct: list[int]
+    pass_at: dict[int, float]
+    mean_response_length: float
+    truncated_fraction: float
+    mean_reward: float
+    seconds: float = 0.0
+
+    @property
+    def avg_at_k(self) -> float:
+        """Mean correctness over every sample of every problem."""
+        return float(np.mean(self.correct) / self.k) if self.num_problems else float("nan")
+
+    def metrics(self) -> dict[str, float]:
+        """Flat metrics: `avg@k`, `pass@j`, `mean_response_length`, `truncated_fraction`, `mean_reward`."""
+        out = {f"avg@{self.k}": self.avg_at_k}
+        out.update({f"pass@{j}": value for j, value in self.pass_at.items()})
+        out["mean_response_length"] = self.mean_response_length
+        out["truncated_fraction"] = self.truncated_fraction
+        out["mean_reward"] = self.mean_reward
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {key: value for key, value in asdict(self).items() if key != "pass_at"}
+        data["metrics"] = self.metrics()
+        return data
+
+
+@dataclass
+class EvalResults:
+    """Results of `evaluate`: one `TaskResult` per task, with the model and the settings that produced them."""
+
+    model: str
+    backend: str
+    settings: SamplingSettings
+    tasks: dict[str, TaskResult] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "backend": self.backend,
+            "settings": asdict(self.settings),
+            "tasks": {name: result.to_dict() for name, result in self.tasks.items()},
+        }
+
+    def metrics(self, prefix: str = "") -> dict[str, float]:
+        """`{prefix}<task>/<metric>` for every task and metric (e.g. `eval/toy-add/pass@8`)."""
+        return {f"{prefix}{name}/{key}": value for name, r in self.tasks.items() for key, value in r.metrics().items()}
+
+    def to_markdown(self) -> str:
+        """A Markdown table, one row per task (and their unweighted average when there are several)."""
+        k = self.settings.k
+        points = pass_at_k_points(k)
+        header = ["task", "split", "problems", f"avg@{k}", *[f"pass@{j}" for j in points], "mean length", "truncated"]
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * 3 + ["---:"] * (len(header) - 3)) + "|"]
+
+        def row(name, split, problems, avg, passes, length, truncated):
+            cells = [name, split, str(problems), f"{100 * avg:.1f}", *[f"{100 * p:.1f}" for p in passes]]
+            cells += [f"{length:.1f}", f"{100 * truncated:.1f}%"]
+            return "| " + " | ".join(cells) + " |"
+
+        results = list(self.tasks.values())
+        for r in results:
+            lines.append(
+                row(
+                    r.task,
+                    r.split,
+                    r.num_problems,
+                    r.avg_at_k,
+                    [r.pass_at[j] for j in points],
+                    r.mean_response_length,
+                    r.truncated_fraction,
+                )
+            )
+        if len(results) > 1:
+            lines.append(
+                row(
+                    "**average**",
+                    "",
+                    sum(r.num_problems for r in results),
+                    float(np.mean([r.avg_at_k for r in results])),
+                    [float(np.mean([r.pass_at[j] for r in results])) for j in points],
+                    float(np.mean([r.mean_response_length for r in results])),
+                    float(np.mean([r.truncated_fraction for r in results])),
+                )
+            )
+        s = self.settings
+        intro = [
+            f"# Evaluation of `{self.model}`",
+            "",
+            f"Backend: {self.backend}. Sampling: k={s.k}, temperature={s.temperature}, top_p={s.top_p}, "
+            f"top_k={s.top_k or 'off'}, max_new_tokens={s.max_new_tokens}, seed={s.seed}. Scores in % (avg@k: mean "
+            "correctness of all samples; pass@j: unbiased estimator of Chen et al. 2021); mean length in generated "
+            "tokens; truncated: completions that hit max_new_tokens. The average row is the unweighted mean over tasks.",
+            "",
+        ]
+        return "\n".join(intro + lines) + "\n"
+
+    def write(self, output_dir: str | os.PathLike) -> tuple[str, str]:
+        """Write `results.json` and `results.md` to `output_dir`; returns their paths."""
+        os.makedirs(output_dir, exist_ok=True)
+        json_path = os.path.join(output_dir, RESULTS_JSON)
+        md_path = os.path.join(output_dir, RESULTS_MD)
+        with open(json_path, "w") as f:
+            json.dump(self.to_dict(), f, indent=2)
+            f.write("\n")
+        with open(md_path, "w") as f:
+            f.write(self.to_markdown())
+        return json_path, md_path
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Generation
+# ----------------------------------------------------------------------------------------------------------------
+def _is_conversational(prompt) -> bool:
+    return isinstance(prompt, (list, tuple)) and len(prompt) > 0 and isinstance(prompt[0], dict) and "role" in prompt[0]
+
+
+def tokenize_prompts(tokenizer, prompts: Sequence) -> list[list[int]]:
+    """Prompt token ids as TRL's GRPOTrainer builds them for generation.
+
+    Conversational prompts (`[{"role": "user", "content": ...}]`) go through the chat template with the generation
+    prompt appended; plain-text prompts are tokenized as they are.
+    """
+    prompts = list(prompts)
+    if not prompts:
+        return []
+    if _is_conversational(prompts[0]):
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise ValueError(
+                "The prompts are conversations but the tokenizer has no chat template. Evaluate a model whose tokenizer "
+                "has one (instruct and most base checkpoints do), or set `tokenizer.chat_template`."
+            )
+        encoded = tokenizer.apply_chat_template(prompts, add_generation_prompt=True, tokenize=True, return_dict=True)
+        return [list(ids) for ids in encoded["input_ids"]]
+    return [list(ids) for ids in tokenizer(text=prompts)["input_ids"]]
+
+
+def _eos_token_ids(tokenizer, model=None) -> list[int]:
+    """End-of-sequence ids: the tokenizer's, plus those of the model's generation config."""
+    ids = []
+    if tokenizer.eos_token_id is not None:
+        ids.append(int(tokenizer.eos_token_id))
+    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if config_eos is not None:
+        ids += [int(i) for i in (config_eos if isinstance(config_eos, (list, tuple)) else [config_eos])]
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        raise ValueError("Neither the tokenizer nor the model's generation config names an end-of-sequence token.")
+    return ids
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="sample", disable=not enabled, dynamic_ncols=True, leave=False)
+
+
+class TransformersGenerator:
+    """Samples completions with transformers' `generate`, in left-padded batches of `settings.batch_size` sequences.
+
+    Every sampling parameter is set explicitly (`do_sample`, `temperature`, `top_p`, `top_k`, no repetition penalty),
+    so the defaults in a checkpoint's `generation_config.json` do not change what is evaluated.
+
+    Args:
+        model: A causal LM (`PreTrainedModel`, or a `PeftModel`).
+        tokenizer: Its tokenizer; needs a pad or an end-of-sequence token.
+    """
+
+    name = "transformers"
+
+    def __init__(self, model, tokenizer):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.eos_token_ids = _eos_token_ids(tokenizer, model)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_ids[0]
+        self.pad_token_id = int(pad)
+
+    def _generation_config(self, settings: SamplingSettings):
+        from transformers import GenerationConfig
+
+        greedy = settings.temperature == 0
+        return GenerationConfig(
+            do_sample=not greedy,
+            temperature=None if greedy else float(settings.temperature),
+            top_p=float(settings.top_p),
+            top_k=int(settings.top_k),
+            repetition_penalty=1.0,
+            max_new_tokens=int(settings.max_new_tokens),
+            eos_token_id=self.eos_token_ids,
+            pad_token_id=self.pad_token_id,
+        )
+
+    def generate(
+        self, prompt_ids: Sequence[Sequence[int]], settings: SamplingSettings, desc: str = "", progress: bool = True
+    ) -> list[list[Completion]]:
+        """`settings.k` completions for each prompt (given as token ids)."""
+        import torch
+
+        model = self.model
+        device = next(model.parameters()).device
+        config = self._generation_config(settings)
+        eos = torch.tensor(self.eos_token_ids)
+        # Every prompt k times, in order: sequence i belongs to prompt i // k.
+        sequences = [list(ids) for ids in prompt_ids for _ in range(settings.k)]
+        out: list[Completion] = []
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad(), _progress(len(sequences), desc, progress) as bar:
+                for start in range(0, len(sequences), settings.batch_size):
+                    batch = sequences[start : start + settings.batch_size]
+                    length = max(len(ids) for ids in batch)
+                    input_ids = torch.full((len(batch), length), self.pad_token_id, dtype=torch.long)
+                    attention_mask = torch.zeros((len(batch), length), dtype=torch.long)
+                    for row, ids in enumerate(batch):  # left padding: every row continues at the last position
+                        input_ids[row, length - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+                        attention_mask[row, length - len(ids) :] = 1
+                    generated = model.generate(
+                        input_ids=input_ids.to(device),
+                        attention_mask=attention_mask.to(device),
+                        generation_config=config,
+                    )
+                    for row in generated[:, length:].cpu():
+                        hits = torch.isin(row, eos).nonzero()
+                        if len(hits):  # keep the tokens up to and including the first end-of-sequence token
+                            ids = row[: int(hits[0]) + 1].tolist()
+                            truncated = False
+                        else:
+                            ids = row.tolist()
+                            truncated = True
+                        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                        out.append(Completion(text=text, token_ids=ids, truncated=truncated))
+                    bar.update(len(batch))
+        finally:
+            model.train(was_training)
+        return [out[i * settings.k : (i + 1) * settings.k] for i in range(len(prompt_ids))]
+
+
+class VLLMGenerator:
+    """Samples completions with vLLM (`n = k` samples per request, each request seeded with `settings.seed`).
+
+    Args:
+        model: A local folder or Hub id.
+        dtype: vLLM's `dtype` ("auto", "bfloat16", ...).
+        seed: Seed of the engine.
+        tensor_parallel_size, gpu_memory_utilization, max_model_len, trust_remote_code: passed to `vllm.LLM`.
+        llm: An existing `vllm.LLM` to reuse instead of building one.
+    """
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        dtype: str = "auto",
+        seed: int = 0,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        max_model_len: int | None = None,
+        trust_remote_code: bool = False,
+        llm=None,
+    ):
+        from healtrl._compat import require
+
+        self.vllm = require("vllm", "Generation with vLLM (`--backend vllm`)")
+        if llm is None:
+            kwargs = dict(
+                model=model,
+                dtype=dtype,
+                seed=seed,
+                tensor_parallel_size=tensor_parallel_size,
+                gpu_memory_utilization=gpu_memory_utilization,
+                trust_remote_code=trust_remote_code,
+            )
+            if max_model_len is not None:
+                kwargs["max_model_len"] = max_model_len
+            llm = self.vllm.LLM(**kwargs)
+        self.llm = llm
+
+    def generate(
+        self, prompt_ids: Sequence[Sequence[int]], settings: SamplingSettings, desc: str = "", progress: bool = True
+    ) -> list[list[Completion]]:
+        """`settings.k` completions for each prompt (given as token ids)."""
+        params = self.vllm.SamplingParams(
+            n=settings.k,
+            temperature=float(settings.temperature),
+            top_p=float(settings.top_p),
+            top_k=int(settings.top_k) if settings.top_k > 0 else -1,
+            max_tokens=int(settings.max_new_tokens),
+            seed=settings.seed,
+        )
+        requests = [{"prompt_token_ids": list(ids)} for ids in prompt_ids]
+        if progress and desc:
+            print(f"{desc}: {len(requests)} prompts x {settings.k} samples with vLLM", file=sys.stderr)
+        outputs = self.llm.generate(requests, sampling_params=params, use_tqdm=progress)
+        results = []
+        for request in outputs:
+            completions = [
+                Completion(text=o.text, token_ids=list(o.token_ids), truncated=o.finish_reason == "length")
+                for o in request.outputs
+            ]
+            if len(completions) != settings.k:
+                raise RuntimeError(f"vLLM returned {len(completions)} completions for a prompt, expected {settings.k}.")
+            results.append(completions)
+        return results
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Scoring
+# ----------------------------------------------------------------------------------------------------------------
+def score_completions(
+    dataset,
+    completions: Sequence[Sequence[Completion]],
+    reward_func: Callable,
+    reward_name: str = "reward",
+    chunk_problems: int = 64,
+) -> list[list[float]]:
+    """Score the k completions of every problem of `dataset` with a reward function in TRL's convention.
+
+    The reward is called as `reward_func(prompts=..., completions=..., completion_ids=..., **columns)`, with every
+    dataset column other than `prompt` repeated for each completion, exactly as TRL's GRPOTrainer calls it.
+    Completions of conversational prompts are passed as `[{"role": "assistant", "content": text}]`, others as text.
+
+    Args:
+        dataset: A `datasets.Dataset` with a `prompt` column, one row per problem.
+        completions: For each row, its completions.
+        reward_func: The reward function.
+        reward_name: Its name, for error messages.
+        chunk_problems: Problems scored per call.
+
+    Returns:
+        For each row, the rewards of its completions.
+    """
+    if len(completions) != len(dataset):
+        raise ValueError(f"Got completions for {len(completions)} problems, but the dataset has {len(dataset)} rows.")
+    columns = [c for c in dataset.column_names if c != "prompt"]
+    scores: list[list[float]] = []
+    for start in range(0, len(dataset), chunk_problems):
+        rows = dataset.select(range(start, min(start + chunk_problems, len(dataset))))
+        batch = completions[start : start + len(rows)]
+        prompts, texts, ids = [], [], []
+        kwargs: dict[str, list] = {c: [] for c in columns}
+        for row, problem_completions in zip(rows, batch):
+            conversational = _is_conversational(row["prompt"])
+            for completion in problem_completions:
+                prompts.append(row["prompt"])
+                texts.append([{"role": "assistant", "content": completion.text}] if conversational else completion.text)
+                ids.append(completion.token_ids)
+                for c in columns:
+                    kwargs[c].append(row[c])
+        rewards = list(reward_func(prompts=prompts, completions=texts, completion_ids=ids, **kwargs))
+        if len(rewards) != len(texts):
+            raise ValueError(
+                f"The reward '{reward_name}' returned {len(rewards)} rewards for {len(texts)} completions."
+            )
+        bad = [r for r in rewards if r is None or not _is_number(float(r))]
+        if bad:
+            raise ValueError(
+                f"The reward '{reward_name}' returned {bad[0]!r} for a completion; evaluation needs a finite number for "
+                "every completion (a reward that does not apply to a task cannot score it)."
+            )
+        position = 0
+        for problem_completions in batch:
+            scores.append([float(r) for r in rewards[position : position + len(problem_completions)]])
+            position += len(problem_completions)
+    return scores
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Evaluation
+# ----------------------------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _seeded(seed: int):
+    """Seed torch (and transformers' sampling) inside the block, restoring every RNG state afterwards."""
+    import torch
+
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+def evaluate_task(
+    generator,
+    tokenizer,
+    dataset,
+    settings: SamplingSettings,
+    *,
+    task: str,
+    reward: str,
+    split: str = "",
+    threshold: float = DEFAULT_THRESHOLD,
+    progress: bool = True,
+) -> TaskResult:
+    """Sample, score and summarise one task's dataset.
+
+    Args:
+        generator: A `TransformersGenerator` or `VLLMGenerator` (anything with `generate(prompt_ids, settings,
+            desc, progress) -> list[list[Completion]]`).
+        tokenizer: Tokenizer of the model (builds the prompt ids).
+        dataset: Rows with a `prompt` column and the columns the reward reads.
+        settings: Sampling settings.
+        task: Task name (shown and stored).
+        reward: Name of the reward in `healtrl.data.REWARD_FUNCS` (or a dotted path).
+        split: Split name (stored).
+        threshold: A completion is correct when its reward is >= threshold.
+        progress: Show progress bars.
+
+    Returns:
+        The `TaskResult`.
+    """
+    from healtrl.data import get_reward_func
+
+    start = time.perf_counter()
+    reward_func = get_reward_func(reward)
+    prompt_ids = tokenize_prompts(tokenizer, dataset["prompt"])
+    with _seeded(settings.seed):
+        completions = generator.generate(prompt_ids, settings, desc=f"{task} (k={settings.k})", progress=progress)
+    rewards = score_completions(dataset, completions, reward_func, reward_name=reward)
+    return summarise(task, split, reward, threshold, settings.k, completions, rewards, time.perf_counter() - start)
+
+
+def summarise(
+    task: str,
+    split: str,
+    reward: str,
+    threshold: float,
+    k: int,
+    completions: Sequence[Sequence[Completion]],
+    rewards: Sequence[Sequence[float]],
+    seconds: float = 0.0,
+) -> TaskResult:
+    """Build a `TaskResult` from the completions and rewards of every problem."""
+    correct = [sum(r >= threshold for r in problem) for problem in rewards]
+    counts = np.asarray(correct, dtype=np.int64)
+    pass_at = {j: float(np.mean(pass_at_k(k, counts, j))) if len(counts) else float("nan") for j in pass_at_k_points(k)}
+    flat = [c for problem in completions for c in problem]
+    flat_rewards = [r for problem in rewards for r in problem]
+    return TaskResult(
+        task=task,
+        split=split,
+        reward=reward,
+        threshold=float(threshold),
+        k=k,
+        num_problems=len(correct),
+        correct=[int(c) for c in correct],
+        pass_at=pass_at,
+        mean_response_length=float(np.mean([c.num_tokens for c in flat])) if flat else float("nan"),
+        truncated_fraction=float(np.mean([c.truncated for c in flat])) if flat else float("nan"),
+        mean_reward=float(np.mean(flat_rewards)) if flat_rewards else float("nan"),
+        seconds=round(seconds, 3),
+    )
+
+
+def load_eval_tasks(
+    tasks: Sequence[str],
+    split: str | None = None,
+    num_samples: int | None = None,
+    seed: int = 0,
+    task_paths: dict[str, str] | None = None,
+) -> dict[str, tuple[Any, Any]]:
+    """Load each task's dataset: name -> (TaskSpec, dataset). Unknown names fail before anything is loaded."""
+    from healtrl.tasks import get_task, load_task
+
+    task_paths = dict(task_paths or {})
+    specs = {name: get_task(name) for name in tasks}
+    unknown_paths = sorted(set(task_paths) - set(specs))
+    if unknown_paths:
+        raise ValueError(
+            f"A data path is given for {', '.join(unknown_paths)}, which is not among the tasks evaluated "
+            f"({', '.join(specs)})."
+        )
+    return {
+        name: (spec, load_task(name, split=split, num_samples=num_samples, seed=seed, path=task_paths.get(name)))
+        for name, spec in specs.items()
+    }
+
+
+def _pick_backend(backend: str, model_is_object: bool, is_adapter: bool) -> tuple[str, str]:
+    """(backend, why) for `--backend`."""
+    import torch
+
+    from healtrl._compat import is_available
+
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
+    if backend == "transformers":
+        return "transformers", "asked for"
+    if backend == "vllm":
+        if model_is_object:
+            raise ValueError("The vLLM backend needs a model path or Hub id, not a loaded model object.")
+        if is_adapter:
+            raise ValueError(
+                "The vLLM backend cannot load a LoRA adapter folder; merge it first "
+                "(`AutoPeftModelForCausalLM.from_pretrained(path).merge_and_unload().save_pretrained(out)`) or use "
+                "`--backend transformers`."
+            )
+        if not is_available("vllm"):
+            raise ValueError("`--backend vllm` needs vLLM, which is not installed. Run: pip install healtrl[vllm]")
+        return "vllm", "asked for"
+    # auto
+    if model_is_object:
+        return "transformers", "a loaded model was given"
+    if not is_available("vllm"):
+        return "transformers", "vLLM is not installed"
+    if not torch.cuda.is_available():
+        return "transformers", "vLLM is installed but no CUDA GPU is available"
+    if is_adapter:
+        return "transformers", "the model is a LoRA adapter folder, which vLLM cannot load unmerged"
+    return "vllm", "vLLM is installed and a GPU is available"
+
+
+def _load_hf_model(path: str, dtype: str, device: str, trust_remote_code: bool):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype == "auto" and device == "cpu":
+        dtype = "float32"  # half precision is slow (and for fp16 lossy) on CPUs
+    torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
+    if os.path.isfile(os.path.join(path, "adapter_config.json")):
+        from peft import AutoPeftModelForCausalLM
+
+        model = AutoPeftModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code)
+        model = model.merge_and_unload()
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code)
+    return model.to(device)
+
+
+def evaluate(
+    model,
+    tasks: Sequence[str],
+    *,
+    k: int = 1,
+    tokenizer=None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    max_new_tokens: int = 4096,
+    seed: int = 0,
+    batch_size: int = 64,
+    num_samples: int | None = None,
+    split: str | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    backend: str = "auto",
+    task_paths: dict[str, str] | None = None,
+    dtype: str = "auto",
+    device: str = "auto",
+    trust_remote_code: bool = False,
+    vllm_kwargs: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> EvalResults:
+    """Evaluate `model` on `tasks` with `k` samples per problem.
+
+    Args:
+        model: A local folder (a full model or a LoRA adapter saved by `train.py`), a Hub id, a `healtrl-toy/...` or
+            `healtrl-offline/...` name, or a loaded causal LM (then `tokenizer` is required and transformers
+            generates).
+        tasks: Task names (`healtrl.tasks.TASKS`).
+        k: Samples per problem.
+        tokenizer: The tokenizer (loaded from `model` when it is a name).
+        temperature, top_p, top_k, max_new_tokens, seed, batch_size: see `SamplingSettings`.
+        num_samples: Evaluate a random subset of this many problems per task (drawn with `seed`).
+        split: Split of every task (default: each task's evaluation split).
+        threshold: A completion is correct when its reward is >= threshold (default 1.0).
+        backend: "auto" (vLLM when installed and a GPU is present, else transformers), "vllm" or "transformers".
+        task_paths: Task name -> a local file in the format of the task's Hub dataset, loaded instead of the Hub.
+        dtype: Model dtype for loading ("auto", "float32", "bfloat16", "float16"); "auto" means float32 on a CPU.
+        device: "auto" (CUDA when available), "cpu", "cuda", "cuda:1", ...
+        trust_remote_code: Passed to `from_pretrained` / vLLM.
+        vllm_kwargs: Extra arguments of `vllm.LLM` (`tensor_parallel_size`, `gpu_memory_utilization`, ...).
+        progress: Show progress bars.
+
+    Returns:
+        `EvalResults`; write them with `.write(output_dir)`.
+    """
+    settings = SamplingSettings(
+        k=k,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        batch_size=batch_size,
+    )
+    if not _is_number(threshold):
+        raise ValueError(f"`threshold` must be a finite number, got {threshold!r}.")
+    if dtype not in ("auto", "float32", "bfloat16", "float16"):
+        raise ValueError(f"`dtype` must be one of auto, float32, bfloat16, float16; got {dtype!r}.")
+    tasks = list(tasks)
+    if not tasks:
+        raise ValueError("No task to evaluate: pass at least one task name.")
+    datasets_ = load_eval_tasks(tasks, split=split, num_samples=num_samples, seed=seed, task_paths=task_paths)
+
+    model_is_object = not isinstance(model, (str, os.PathLike))
+    if model_is_object:
+        if tokenizer is None:
+            raise ValueError("Pass the `tokenizer` together with a loaded model.")
+        model_name = getattr(getattr(model, "config", None), "_name_or_path", None) or type(model).__name__
+        path = None
+    else:
+        from healtrl.models import resolve_model_path
+
+        model_name = os.fspath(model)
+        path = resolve_model_path(model_name)
+    is_adapter = path is not None and os.path.isfile(os.path.join(path, "adapter_config.json"))
+    chosen, why = _pick_backend(backend, model_is_object, is_adapter)
+    if progress:
+        print(f"Evaluating {model_name} with {chosen} ({why}).", file=sys.stderr)
+
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    if chosen == "vllm":
+        generator = VLLMGenerator(
+            path, dtype=dtype, seed=seed, trust_remote_code=trust_remote_code, **(vllm_kwargs or {})
+        )
+    else:
+        loaded = model if model_is_object else _load_hf_model(path, dtype, device, trust_remote_code)
+        generator = TransformersGenerator(loaded, tokenizer)
+
+    results = EvalResults(model=model_name, backend=chosen, settings=settings)
+    for name, (spec, dataset) in datasets_.items():
+        results.tasks[name] = evaluate_task(
+            generator,
+            tokenizer,
+            dataset,
+            settings,
+            task=name,
+            reward=spec.reward,
+            split=split or spec.split,
+            threshold=threshold,
+            progress=progress,
+        )
+    return results
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Periodic evaluation during training
+# ----------------------------------------------------------------------------------------------------------------
+def _callback_base():
+    from transformers import TrainerCallback
+
+    return TrainerCallback
+
+
+class PeriodicEvalCallback(_callback_base()):
+    """Evaluate the policy being trained on tasks every `every_n_steps` optimizer steps, and log the scores.
+
+    The metrics `eval/<task>/avg@k`, `eval/<task>/pass@j` (j = 1, 2, 4, ..., k), `eval/<task>/mean_response_length`
+    and `eval/<task>/truncated_fraction` go through `transformers.Trainer.log`, i.e. into `trainer.state.log_history`
+    (`metrics.jsonl` of `train.py`) and every `report_to` backend, as an entry of their own at that step. GRPO's
+    running training metrics are left alone. Generation uses transformers' `generate` on the current weights (under
+    DeepSpeed ZeRO-3 / FSDP, gathered as TRL gathers them for generation); every process samples its share of the
+    problems and the counts are gathered, so all processes log the same numbers. Sampling runs under a forked RNG: the
+    training run's random streams are the same with or without this callback.
+
+    Args:
+        tasks: Task names (`healtrl.tasks.TASKS`).
+        k: Samples per problem.
+        every_n_steps: Evaluate when the global step is a multiple of this, and at the last step.
+        trainer: The trainer whose model is evaluated and whose `log` receives the metrics; or call `attach(trainer)`.
+        eval_on_start: Also evaluate before the first step (logged at step 0).
+        temperature, top_p, top_k, seed, batch_size: see `SamplingSettings`.
+        max_new_tokens: Defaults to the trainer's `max_completion_length`.
+        num_samples: Evaluate a fixed random subset of this many problems per task.
+        split: Split of every task (default: each task's evaluation split).
+        threshold: A completion is correct when its reward is >= threshold.
+        task_paths: Task name -> local data file (see `evaluate`).
+        prefix: Prefix of the logged keys.
+        progress: Show progress bars (main process only).
+
+    Example:
+
+    ```python
+    trainer = EntropyGRPOTrainer(...)
+    trainer.add_callback(PeriodicEvalCallback(["toy-add"], k=8, every_n_steps=50, trainer=trainer))
+    trainer.train()
+    ```
+    """
+
+    def __init__(
+        self,
+        tasks: Sequence[str],
+        k: int = 1,
+        every_n_steps: int = 100,
+        *,
+        trainer=None,
+        eval_on_start: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        max_new_tokens: int | None = None,
+        seed: int = 0,
+        batch_size: int = 64,
+        num_samples: int | None = None,
+        split: str | None = None,
+        threshold: float = DEFAULT_THRESHOLD,
+        task_paths: dict[str, str] | None = None,
+        prefix: str = "eval/",
+        progress: bool = False,
+    ):
+        from healtrl.tasks import get_task
+
+        if isinstance(tasks, str):
+            tasks = [t for t in tasks.split(",") if t]
+        self.tasks = list(tasks)
+        if not self.tasks:
+            raise ValueError("PeriodicEvalCallback needs at least one task in `tasks`.")
+        for name in self.tasks:
+            get_task(name)  # an unknown name fails now, not after hours of training
+        if not isinstance(every_n_steps, int) or every_n_steps < 1:
+            raise ValueError(f"`every_n_steps` must be a positive integer, got {every_n_steps!r}.")
+        if not _is_number(threshold):
+            raise ValueError(f"`threshold` must be a finite number, got {threshold!r}.")
+        self.every_n_steps = every_n_steps
+        self.eval_on_start = eval_on_start
+        self.settings_kwargs = dict(
+            k=k, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, batch_size=batch_size
+        )
+        self.max_new_tokens = max_new_tokens
+        SamplingSettings(**self.settings_kwargs, max_new_tokens=max_new_tokens or 1)  # validate now
+        self.num_samples = num_samples
+        self.split = split
+        self.threshold = threshold
+        self.task_paths = task_paths
+        self.prefix = prefix
+        self.progress = progress
+        self.trainer = trainer
+        self._datasets = None
+        self._last_step = None
+        self.history: list[tuple[int, EvalResults]] = []
+
+    def attach(self, trainer) -> PeriodicEvalCallback:
+        """Set the trainer whose model is evaluated and whose `log` receives the metrics; returns `self`."""
+        self.trainer = trainer
+        return self
+
+    def _settings(self) -> SamplingSettings:
+        max_new = self.max_new_tokens or getattr(self.trainer.args, "max_completion_length", None) or 256
+        return SamplingSettings(**self.settings_kwargs, max_new_tokens=int(max_new))
+
+    def evaluate_now(self) -> EvalResults:
+        """Evaluate the trainer's current model on every task (collective: every process must call it)."""
+        trainer = self.trainer
+        if trainer is None:
+            raise RuntimeError(
+                "PeriodicEvalCallback has no trainer: pass `trainer=` when creating it or call `callback.attach(trainer)`."
+            )
+        if self._datasets is None:
+            self._datasets = load_eval_tasks(
+                self.tasks, split=self.split, num_samples=self.num_samples, seed=self.settings_kwargs["seed"],
+                task_paths=self.task_paths,
+            )  # fmt: skip
+        settings = self._settings()
+        accelerator = trainer.accelerator
+        rank, world = accelerator.process_index, accelerator.num_processes
+        tokenizer = trainer.processing_class
+        tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor wraps its tokenizer
+        results = EvalResults(model=f"step {trainer.state.global_step}", backend="transformers", settings=settings)
+        show = self.progress and accelerator.is_main_process
+        with self._unwrapped_model() as model:
+            generator = TransformersGenerator(model, tokenizer)
+            for name, (spec, dataset) in self._datasets.items():
+                start = time.perf_counter()
+                shard = list(range(rank, len(dataset), world))  # this process's share of the problems
+                part = dataset.select(shard)
+                prompt_ids = tokenize_prompts(tokenizer, part["prompt"])
+                # The seed depends on the rank so that processes do not draw the same random stream.
+                with _seeded(settings.seed + rank):
+                    completions = generator.generate(prompt_ids, settings, desc=f"eval {name}", progress=show)
+                rewards = score_completions(part, completions, _reward(spec.reward), reward_name=spec.reward)
+                local = [(i, completions[j], rewards[j]) for j, i in enumerate(shard)]
+                if world > 1:
+                    from accelerate.utils import gather_object
+
+                    local = sorted(gather_object(local), key=lambda item: item[0])
+                results.tasks[name] = summarise(
+                    name,
+                    self.split or spec.split,
+                    spec.reward,
+                    self.threshold,
+                    settings.k,
+                    [item[1] for item in local],
+                    [item[2] for item in local],
+                    time.perf_counter() - start,
+                )
+        return results
+
+    @contextlib.contextmanager
+    def _unwrapped_model(self):
+        trainer = self.trainer
+        try:
+            from trl.models import unwrap_model_for_generation
+        except ImportError:  # pragma: no cover - TRL always has it in the supported range
+            yield trainer.model
+            return
+        wrapped = getattr(trainer, "model_wrapped", trainer.model)
+        gather = getattr(trainer.args, "ds3_gather_for_generation", True)
+        with contextlib.ExitStack() as stack:
+            model = stack.enter_context(
+                unwrap_model_for_generation(wrapped, trainer.accelerator, gather_deepspeed3_params=gather)
+            )
+            dist = getattr(trainer, "_dist", None)  # TRL's FSDP helper: full parameters for generation
+            if dist is not None and hasattr(dist, "summon_full_params"):
+                stack.enter_context(dist.summon_full_params(wrapped, recurse=False))
+            yield model
+
+    def _run(self, state, control):
+        if self._last_step == state.global_step:
+            return control
+        self._last_step = state.global_step
+        results = self.evaluate_now()
+        self.history.append((state.global_step, results))
+        from transformers import Trainer
+
+        # transformers' own `Trainer.log`: appends to log_history and reaches every report_to backend, without
+        # flushing GRPOTrainer's running training metrics (its `log` override would). Its `on_log` event clears the
+        # control flags that the step set (`should_log`, ...): restore them so that the step's own logging, saving
+        # and evaluation still happen.
+        flags = {name: getattr(control, name) for name in ("should_log", "should_evaluate", "should_save")}
+        Trainer.log(self.trainer, results.metrics(prefix=self.prefix))
+        control = self.trainer.control
+        for name, value in flags.items():
+            setattr(control, name, value)
+        return control
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.eval_on_start:
+            return self._run(state, control)
+        return control
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step = state.global_step
+        if step % self.every_n_steps == 0 or (state.max_steps and step >= state.max_steps):
+            return self._run(state, control)
+        return control
+
+
+def _reward(name: str):
+    from healtrl.data import get_reward_func
+
+    return get_reward_func(name)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------------------------
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse would exit; report like the rest of the CLI instead
+        raise _UsageError(message)
+
+
+def _build_parser(prog: str) -> _Parser:
+    parser = _Parser(
+        prog=prog,
+        description=(
+            "Sample k completions per problem of each task, score them with the task's reward, and report avg@k, "
+            "pass@j (unbiased estimator, j = 1, 2, 4, ..., k) and the mean response length. Writes results.json and "
+            "results.md to --output_dir."
+        ),
+    )
+    parser.add_argument("--model", required=True, help="Local folder (model or LoRA adapter), Hub id, or healtrl name.")
+    parser.add_argument("--tasks", required=True, help="Comma-separated task names, e.g. math500,aime24.")
+    parser.add_argument("--k", type=int, default=1, help="Samples per problem (default 1).")
+    parser.add_argument("--temperature", type=float, default=1.0, help="Sampling temperature; 0: greedy (default 1).")
+    parser.add_argument("--top_p", type=float, default=1.0, help="Nucleus sampling threshold (default 1.0: off).")
+    parser.add_argument("--top_k", type=int, default=0, help="Top-k sampling (default 0: off).")
+    parser.add_argument("--max_new_tokens", type=int, default=4096, help="Most tokens per completion (default 4096).")
+    parser.add_argument("--seed", type=int, default=0, help="Seed of sampling and of --num_samples subsets.")
+    parser.add_argument(
+        "--batch_size", type=int, default=64, help="Sequences per generate call (transformers backend; default 64)."
+    )
+    parser.add_argument(
+        "--num_samples", type=int, default=None, help="Evaluate a random subset of N problems per task."
+    )
+    parser.add_argument("--split", default=None, help="Split of every task (default: each task's evaluation split).")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help="A completion is correct when its reward is >= this (default 1.0).",
+    )
+    parser.add_argument("--output_dir", default=None, help="Where to write results (default outputs/eval/<model>).")
+    parser.add_argument("--backend", choices=BACKENDS, default="auto", help="Generation backend (default auto).")
+    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
+    parser.add_argument("--device", default="auto", help="transformers backend: auto, cpu, cuda, cuda:1, ...")
+    parser.add_argument(
+        "--task_path",
+        action="append",
+        default=[],
+        metavar="TASK=PATH",
+        help="Load TASK from a local file in its Hub dataset's format instead of the Hub (repeatable).",
+    )
+    parser.add_argument("--tensor_parallel_size", type=int, default=1, help="vLLM tensor parallelism.")
+    parser.add_argument("--gpu_memory_utilization", type=float, default=0.9, help="vLLM GPU memory fraction.")
+    parser.add_argument("--max_model_len", type=int, default=None, help="vLLM context length.")
+    parser.add_argument("--trust_remote_code", action="store_true")
+    parser.add_argument("--no_progress", action="store_true", help="Hide progress bars.")
+    return parser
+
+
+def _default_output_dir(model: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(os.path.normpath(model)) or model).strip("_")
+    return os.path.join("outputs", "eval", name or "model")
+
+
+def eval_main(argv: list[str] | None = None, prog: str = "healtrl eval") -> int:
+    """`healtrl eval --model M --tasks a,b --k K ...`: returns the process exit code (0, or 2 on a usage error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _build_parser(prog)
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as exc:
+        print(f"error: {exc}. See `{prog} --help`.", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    problems = []
+    if not tasks:
+        problems.append("--tasks names no task; pass e.g. `--tasks math500,aime24`.")
+    if args.k < 1:
+        problems.append(f"--k must be a positive number of samples per problem, got {args.k}.")
+    if args.num_samples is not None and args.num_samples < 1:
+        problems.append(f"--num_samples must be a positive number of problems, got {args.num_samples}.")
+    task_paths = {}
+    for item in args.task_path:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            problems.append(f"--task_path expects TASK=PATH, got {item!r}.")
+        else:
+            task_paths[name] = path
+    try:
+        SamplingSettings(
+            k=max(args.k, 1),
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            max_new_tokens=args.max_new_tokens,
+            seed=args.seed,
+            batch_size=args.batch_size,
+        )
+    except ValueError as exc:
+        problems.append(f"--{str(exc)[1:].replace('`', '', 1)}")
+    if not problems:
+        from healtrl.tasks import get_task
+
+        for name in tasks:
+            try:
+                get_task(name)
+            except ValueError as exc:
+                problems.append(str(exc))
+    if problems:
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+
+    from healtrl.cli import configure_threads
+
+    configure_threads()
+    try:
+        results = evaluate(
+            args.model,
+            tasks,
+            k=args.k,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            max_new_tokens=args.max_new_tokens,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            num_samples=args.num_samples,
+            split=args.split,
+            threshold=args.threshold,
+            backend=args.backend,
+            task_paths=task_paths,
+            dtype=args.dtype,
+            device=args.device,
+            trust_remote_code=args.trust_remote_code,
+            vllm_kwargs={
+                "tensor_parallel_size": args.tensor_parallel_size,
+                "gpu_memory_utilization": args.gpu_memory_utilization,
+                "max_model_len": args.max_model_len,
+            },
+            progress=not args.no_progress,
+        )
+    except (ValueError, ImportError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    output_dir = args.output_dir or _default_output_dir(args.model)
+    json_path, md_path = results.write(output_dir)
+    print(results.to_markdown())
+    print(f"Wrote {json_path} and {md_path}")
+    return 0

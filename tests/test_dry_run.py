@@ -1,0 +1,280 @@
+"""`train.py --dry_run`: every shipped config passes it offline, and broken configs fail naming the field.
+
+The dry run builds no model and downloads nothing: these tests block every network connection while it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from healtrl.cli import dry_run, main, train_main
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
+
+
+def _kind(path: Path) -> str:
+    """'train' (a `train.py` config: has `trainer:`) or 'select' (a `healtrl select` config: model + dataset + reward)."""
+    data = yaml.safe_load(path.read_text()) or {}
+    if "trainer" in data:
+        return "train"
+    if {"model", "dataset", "reward"} <= set(data):
+        return "select"
+    return "unknown"
+
+
+TRAIN_CONFIGS = [p for p in CONFIGS if _kind(p) == "train"]
+SELECT_CONFIGS = [p for p in CONFIGS if _kind(p) == "select"]
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Fail any attempt to open a network connection (the dry run must work without the Hub)."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"the dry run tried to open a network connection: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    yield
+
+
+@pytest.fixture
+def keep_environ():
+    """Configs may set `env:`; the dry run applies it like a real run. Restore the process environment after."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def report_entries(out: str) -> list[tuple[str, str]]:
+    """(label, text) of each entry of a dry-run report (wrapped continuation lines joined)."""
+    entries = []
+    for line in out.splitlines():
+        match = re.match(r"^([a-zA-Z][\w ()]*):\s+(.*)$", line)
+        if match:
+            entries.append((match.group(1), match.group(2)))
+        elif line.startswith(" ") and entries and not line.lstrip().startswith("- "):
+            entries[-1] = (entries[-1][0], entries[-1][1] + " " + line.strip())
+    return entries
+
+
+def run(args, capsys) -> tuple[int, str, str]:
+    code = train_main([*args, "--dry_run"])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_every_config_is_covered():
+    """Every configs/*.yaml is a training config (dry-run below) or a `healtrl select` config (parsed below)."""
+    names = {p.name for p in TRAIN_CONFIGS}
+    assert len(TRAIN_CONFIGS) >= 20 and "toy_grpo.yaml" in names
+    unknown = [p.name for p in CONFIGS if _kind(p) == "unknown"]
+    assert not unknown, f"configs that are neither train.py nor healtrl select configs: {unknown}"
+    stray = sorted(p.name for p in (REPO / "configs").glob("*.yml"))
+    assert not stray, f"configs must end in .yaml to be dry-run tested: {stray}"
+
+
+@pytest.mark.parametrize("path", SELECT_CONFIGS, ids=[p.name for p in SELECT_CONFIGS])
+def test_shipped_select_config_parses(path, no_network, capsys):
+    """`healtrl select` configs are not training configs: their options are checked by the select command's own
+    parser (`--help` stops after the YAML file has been validated)."""
+    from healtrl.selection import select_main
+
+    assert path.read_text().startswith("#"), f"{path.name} needs a header comment"
+    assert select_main(["--config", str(path), "--help"]) == 0, capsys.readouterr().err
+    # and the training dry run says what it is instead of pretending to check it
+    assert train_main(["--config", str(path), "--dry_run"]) == 2
+    assert "No trainer is set" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", TRAIN_CONFIGS, ids=[p.name for p in TRAIN_CONFIGS])
+def test_shipped_config_passes_the_dry_run(path, no_network, keep_environ, capsys):
+    text = path.read_text()
+    assert text.startswith("#"), f"{path.name} needs a header comment saying what it runs and how to launch it"
+    trainer = yaml.safe_load(text)["trainer"]
+    # Paper recipes are written for several GPUs: check their batch geometry for 8 processes (32 for AER's node).
+    processes = "32" if path.name.startswith("aer_") and "toy" not in path.name else "8"
+    code, out, err = run(["--config", str(path), "--num_processes", processes], capsys)
+    assert code == 0, f"{path.name} failed the dry run:\n{err}\n{out}"
+    assert "Dry run OK" in out and re.search(rf"^trainer:\s+{trainer}: ", out, re.M)
+    for label in ("model:", "rewards:", "data (train):", "batch:", "method:", "output:"):
+        assert label in out, f"{label} missing from the report of {path.name}"
+    # Each dataset is either checked on real rows or explicitly reported as not checked.
+    entries = report_entries(out)
+    data = [text for label, text in entries if label.startswith("data (")]
+    assert data, out
+    for text in data:
+        assert "columns are present" in text or "dataset mapping not checked: Hub-only" in text, text
+
+
+def test_dry_run_cli_entry_points(no_network, capsys):
+    assert main(["train", "--config", "configs/toy_grpo.yaml", "--dry_run"]) == 0
+    out = capsys.readouterr().out
+    assert "Dry run of configs/toy_grpo.yaml" in out and "16 prompts x 8 generations" in out
+    # the function itself, with the process count as an argument
+    assert dry_run(["--config", "configs/toy_grpo.yaml"], num_processes=2) == 0
+    assert "2 processes x 128 completions" in " ".join(capsys.readouterr().out.split())
+    # --num_processes needs --dry_run
+    assert main(["train", "--num_processes", "8"]) == 2
+    assert "only applies to `--dry_run`" in capsys.readouterr().err
+    assert main(["train", "--dry_run", "--num_processes", "zero"]) == 2
+    assert "positive number" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_dry_run_from_the_command_line_offline(tmp_path):
+    """`python train.py --dry_run` in a fresh process with HF_HUB_OFFLINE=1 on a Hub recipe (~10 s, mostly imports)."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1")
+    result = subprocess.run(
+        [sys.executable, "train.py", "--config", "configs/opefo_qwen3_4b_base.yaml", "--dry_run", "--num_processes",
+         "8"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Dry run OK" in result.stdout
+    assert "32 prompts x 8 generations" in result.stdout and "serves 1 optimizer step" in result.stdout
+    assert "Hub id Qwen/Qwen3-4B-Base" in result.stdout
+
+
+def toy_config(tmp_path, **extra) -> str:
+    data = {
+        "trainer": "grpo",
+        "model_name_or_path": "healtrl-toy/qwen2-add",
+        "dataset_name": "healtrl-toy/add",
+        "reward_funcs": ["toy"],
+        "output_dir": str(tmp_path / "out"),
+        "use_cpu": True,
+        "per_device_train_batch_size": 16,
+        "num_generations": 8,
+        "report_to": "none",
+        "activation_checkpointing": False,
+    }
+    data.update(extra)
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "extra, overrides, expected",
+    [
+        ({"learning_rate": "fast"}, [], ["`learning_rate`", "expected float"]),
+        ({"learnin_rate": 1e-3}, [], ["Unknown key `learnin_rate`", "`learning_rate`"]),
+        ({"trainer": "aerr"}, [], ["Unknown trainer 'aerr'", "Did you mean 'aer'"]),
+        ({"num_generations": 6}, [], ["`num_generations` = 6", "must be divisible by num_generations (6)"]),
+        (
+            {"generation_batch_size": 48},
+            ["--num_processes", "2"],
+            ["generation_batch_size (48) must be divisible by per_device_train_batch_size x processes (16 x 2 = 32)"],
+        ),
+        ({"model_name_or_path": "./no/such/model"}, [], ["model_name_or_path", "does not exist"]),
+        ({"model_name_or_path": "healtrl-toy/qwen9-add"}, [], ["model_name_or_path", "Unknown architecture"]),
+        ({"model_name_or_path": "not a/valid id"}, [], ["model_name_or_path", "valid Hub id"]),
+        ({"reward_funcs": ["healtrl.rewards.no_such_reward"]}, [], ["reward_funcs", "no_such_reward"]),
+        ({"dataset_name": "task:no-such-task"}, [], ["Unknown task 'no-such-task'"]),
+        ({"dataset_name": "./missing.jsonl"}, [], ["'./missing.jsonl'", "does not exist"]),
+        ({"eval_tasks": ["toy-ad"]}, [], ["Unknown task 'toy-ad'", "toy-add"]),
+        ({"eval_k": 0}, [], ["eval_k must be a positive integer"]),
+    ],
+)
+def test_broken_configs_fail_naming_the_field(tmp_path, extra, overrides, expected, no_network, capsys):
+    code, out, err = run(["--config", toy_config(tmp_path, **extra), *overrides], capsys)
+    assert code == 2
+    for text in expected:
+        assert text in err, f"{text!r} not in:\n{err}"
+    assert err.startswith("error: ")
+
+
+def test_missing_reward_column_is_found_on_the_local_sample(tmp_path, no_network, capsys):
+    from datasets import Dataset
+
+    data = tmp_path / "data.jsonl"
+    Dataset.from_dict({"prompt": ["1+1=", "2+2="], "solution": ["2", "4"]}).to_json(str(data))
+    code, out, err = run(["--config", toy_config(tmp_path, dataset_name=str(data))], capsys)
+    assert code == 2
+    assert "'answer' (needed by reward 'toy')" in err and "Columns found: prompt, solution" in err
+    assert "local data (2 rows)" in out and "Dry run FAILED: 1 problem" in out
+
+
+def test_hub_datasets_are_reported_as_unchecked_not_passed(tmp_path, no_network, capsys):
+    code, out, err = run(["--config", toy_config(tmp_path, dataset_name="some-org/some-dataset")], capsys)
+    assert code == 0
+    assert (
+        "some-org/some-dataset [train]: Hub dataset some-org/some-dataset: dataset mapping not checked: Hub-only"
+        in (" ".join(out.split()))
+    )
+    assert "columns are present" not in out
+
+
+def test_raw_hub_id_of_a_task_points_to_the_task(tmp_path, no_network, capsys):
+    code, out, _ = run(
+        ["--config", toy_config(tmp_path, dataset_name="agentica-org/DeepScaleR-Preview-Dataset")], capsys
+    )
+    assert code == 0
+    assert "`dataset_name: task:deepscaler`" in " ".join(out.split())
+
+
+def test_task_datasets_are_mapped_from_a_local_sample(tmp_path, no_network, capsys):
+    config = toy_config(tmp_path, dataset_name="task:gsm8k", reward_funcs=["math"])
+    code, out, err = run(["--config", config], capsys)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "task 'gsm8k' mapped from the local sample" in flat and "columns are present" in flat
+    # a reward that reads a column the task does not have is caught
+    code, out, err = run(["--config", config, "--reward_funcs", "accuracy_reward"], capsys)
+    assert code == 2 and "'solution' (needed by reward 'accuracy_reward')" in err
+
+
+def test_gpu_settings_are_replaced_for_the_check_and_said_so(tmp_path, no_network, capsys):
+    import torch
+
+    from healtrl._compat import is_available
+
+    config = toy_config(tmp_path, use_cpu=False, bf16=True, use_vllm=True)
+    code, out, err = run(["--config", config], capsys)
+    assert code == 0, err
+    if not torch.cuda.is_available():
+        assert "no CUDA GPU: the config asks for bf16" in out
+    if not is_available("vllm"):
+        assert "vllm is not installed: the config sets use_vllm=true" in out
+        assert "rollouts:     vLLM (colocate mode)" in out  # the report shows the config's value, not the stand-in
+
+
+def test_periodic_eval_settings_are_reported(tmp_path, no_network, capsys):
+    config = toy_config(tmp_path, eval_tasks=["toy-add", "toy-compare"], eval_k=8, eval_every_steps=25)
+    code, out, _ = run(["--config", config], capsys)
+    assert code == 0
+    assert "toy-add, toy-compare: avg@8 and pass@k every 25 steps" in " ".join(out.split())
+
+
+def test_dataset_written_by_an_earlier_select_step(tmp_path, no_network, capsys):
+    """HEAL recipes train on `<select output_dir>/selected`: before `healtrl select` has run, the dry run checks the
+    selection pool instead, and says the step must run first; a missing folder nothing writes is an error."""
+    selected = tmp_path / "sel" / "selected"
+    select = {"model": "healtrl-toy/qwen2-add+compare", "dataset": "healtrl-toy/compare", "reward": "toy",
+              "output_dir": str(tmp_path / "sel")}  # fmt: skip
+    (tmp_path / "select_toy.yaml").write_text("# select\n" + yaml.safe_dump(select))
+    config = toy_config(
+        tmp_path, trainer="heal", model_name_or_path="healtrl-toy/qwen2-add+compare", general_dataset_name=str(selected)
+    )
+    code, out, err = run(["--config", config], capsys)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert f"written by `healtrl select --config {os.path.relpath(tmp_path / 'select_toy.yaml')}` (not run yet)" in flat
+    assert "rows of healtrl-toy/compare [train]" in flat and "columns are present" in flat
+    assert "does not exist yet: run `healtrl select" in flat
+
+    (tmp_path / "select_toy.yaml").unlink()
+    code, out, err = run(["--config", config], capsys)
+    assert code == 2 and f"general dataset '{selected}'" in err and "does not exist" in err
