@@ -31,6 +31,12 @@ DEFAULT_PANELS: dict[str, tuple[str, ...]] = {
     "reward": ("reward", "rewards/toy_reward/mean"),
 }
 
+# Added to the default panels when a run logs them (HEAL's per-domain rollout entropies, heal.txt Fig. 1).
+DOMAIN_PANELS: dict[str, tuple[str, ...]] = {
+    "entropy, target domain": ("heal/entropy_target",),
+    "entropy, general domain": ("heal/entropy_general",),
+}
+
 History = Sequence[Mapping[str, Any]]
 
 
@@ -78,7 +84,8 @@ def plot_curves(
         runs: One run (a `log_history` list, a `metrics.jsonl` path or an output folder), or a mapping label -> run
             to draw several runs on the same axes (e.g. `{"GRPO": ..., "HEAL": ...}`).
         path: Where to write the PNG.
-        panels: Panel title -> log key (or keys, first present wins). Defaults to `DEFAULT_PANELS`.
+        panels: Panel title -> log key (or keys, first present wins). Defaults to `DEFAULT_PANELS`, plus the
+            per-domain entropies (`DOMAIN_PANELS`) when some run logs them (HEAL).
         title: Figure title.
 
     Returns:
@@ -91,7 +98,12 @@ def plot_curves(
         labelled = {str(label): _as_history(run) for label, run in runs.items()}
     else:
         labelled = {"": _as_history(runs)}
-    panels = dict(panels) if panels is not None else dict(DEFAULT_PANELS)
+    if panels is None:
+        panels = dict(DEFAULT_PANELS)
+        for name, keys in DOMAIN_PANELS.items():
+            if any(curve(history, keys)[1] for history in labelled.values()):
+                panels[name] = keys
+    panels = dict(panels)
 
     fig = Figure(figsize=(5.0 * len(panels), 3.8), layout="constrained")
     FigureCanvasAgg(fig)

@@ -164,10 +164,13 @@ def generate_counting_forwards(trainer):
     return inputs, len(calls)
 
 
-@pytest.mark.parametrize("num_iterations", [1, 2])
-def test_rollout_entropies_are_exact(tmp_path, num_iterations):
-    """num_iterations=2 makes TRL run its old-log-prob pass, whose forward the entropies then come from."""
-    ours = build_trainer(EntropyProbe, EntropyGRPOConfig, tmp_path / "ours", num_iterations=num_iterations)
+@pytest.mark.parametrize("num_iterations,source", [(1, "auto"), (1, "forward"), (2, "auto")])
+def test_rollout_entropies_are_exact(tmp_path, num_iterations, source):
+    """num_iterations=2 makes TRL run its old-log-prob pass, whose forward the entropies then come from; on-policy,
+    `auto` reads them off the generation's own logits and `forward` runs one no-grad forward."""
+    ours = build_trainer(
+        EntropyProbe, EntropyGRPOConfig, tmp_path / "ours", num_iterations=num_iterations, rollout_entropy_source=source
+    )
     assert ours._trl_computes_old_logps() == (num_iterations == 2)
     inputs, forwards = generate_counting_forwards(ours)
 
@@ -179,11 +182,11 @@ def test_rollout_entropies_are_exact(tmp_path, num_iterations):
     assert ours._metrics["train"]["rollout/entropy"][0] == pytest.approx(
         (expected.sum() / inputs["completion_mask"].sum()).item(), rel=1e-5
     )
-    # Cost: one extra no-grad forward per generation batch, or none when TRL's old-log-prob pass runs anyway.
+    # Cost: one extra no-grad forward per generation batch with `forward`, none otherwise.
     without = build_trainer(DigitBonus, EntropyGRPOConfig, tmp_path / "plain", num_iterations=num_iterations)
     inputs_plain, forwards_plain = generate_counting_forwards(without)
     assert torch.equal(inputs_plain["completion_ids"], inputs["completion_ids"])
-    assert forwards - forwards_plain == (1 if num_iterations == 1 else 0)
+    assert forwards - forwards_plain == (1 if (num_iterations, source) == (1, "forward") else 0)
 
 
 def test_rollout_entropy_alone_is_logged(tmp_path):

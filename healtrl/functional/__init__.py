@@ -5,16 +5,21 @@ Each function cites the paper and equation it implements.
 
 from .aer import aer_coefficients, aer_update_alpha
 from .cov import clip_cov_select, entropy_advantage, kl_cov_select, token_covariance
+from .eda import eda_rewards, entropy_dynamics_similarity, pairwise_entropy_similarity
 from .entropy_change import ESTIMATORS, token_entropy_change
+from .evaluation import pass_at_k
 from .opefo import opefo_flow_sums, opefo_lambda, opefo_lambda_from_sums, opefo_token_weights
 from .posadv import entropy_guided_lambda, epoch_lambda, posadv_token_weights, rand_pos_clip_mask, stage_lambda
+from .selection import selection_scores, top_fraction_counts
 
 __all__ = [
     "ESTIMATORS",
     "aer_coefficients",
     "aer_update_alpha",
     "clip_cov_select",
+    "eda_rewards",
     "entropy_advantage",
+    "entropy_dynamics_similarity",
     "entropy_guided_lambda",
     "epoch_lambda",
     "kl_cov_select",
@@ -22,9 +27,13 @@ __all__ = [
     "opefo_lambda",
     "opefo_lambda_from_sums",
     "opefo_token_weights",
+    "pairwise_entropy_similarity",
+    "pass_at_k",
     "posadv_token_weights",
     "rand_pos_clip_mask",
+    "selection_scores",
     "stage_lambda",
     "token_covariance",
     "token_entropy_change",
+    "top_fraction_counts",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .aer import AERConfig, AERTrainer
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch, RolloutBatch
 from .baselines import GRPOBaselineConfig, GRPOBaselineTrainer
+from .heal import HEALConfig, HEALTrainer
 from .opefo import OPEFOConfig, OPEFOTrainer
 from .posadv import PosAdvConfig, PosAdvTrainer
 
@@ -12,6 +13,7 @@ from .posadv import PosAdvConfig, PosAdvTrainer
 # (Clip-Cov, KL-Cov, Entropy-Adv); with `entropy_method: none` it is EntropyGRPOTrainer, i.e. TRL's GRPO.
 TRAINERS: dict[str, tuple[type, type]] = {
     "grpo": (GRPOBaselineTrainer, GRPOBaselineConfig),
+    "heal": (HEALTrainer, HEALConfig),
     "aer": (AERTrainer, AERConfig),
     "posadv": (PosAdvTrainer, PosAdvConfig),
     "opefo": (OPEFOTrainer, OPEFOConfig),
@@ -41,6 +43,8 @@ __all__ = [
     "EntropyGRPOTrainer",
     "GRPOBaselineConfig",
     "GRPOBaselineTrainer",
+    "HEALConfig",
+    "HEALTrainer",
     "LossBatch",
     "OPEFOConfig",
     "OPEFOTrainer",

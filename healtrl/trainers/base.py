@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,11 @@ class EntropyGRPOConfig(GRPOConfig):
             no-grad forward per generation batch, shared with TRL's old-log-prob pass when that pass runs). TRL
             computes no entropies at generation time, also not under vLLM. Their token mean is logged as
             `rollout/entropy`, and reward augmentations receive them (HEAL's EDA reward switches this on itself).
+        rollout_entropy_source (`str`, *optional*, defaults to `"auto"`):
+            Where rollout entropies come from. `"auto"`: TRL's old-log-prob pass when it runs; else, when transformers
+            generates (no vLLM, no paged generation, no tools), the logits the generation computes anyway (a forward
+            hook on the LM head: the same policy and temperature, no extra forward); else one no-grad forward with the
+            fused kernel. `"forward"`: never from the generation logits (always a forward pass).
     """
 
     rollout_entropy: bool = field(
@@ -56,6 +62,15 @@ class EntropyGRPOConfig(GRPOConfig):
         metadata={
             "help": "Compute exact per-token entropies of every rollout with the policy that generated it (one no-grad "
             "forward per generation batch, shared with TRL's old-log-prob pass when that runs)."
+        },
+    )
+
+    rollout_entropy_source: str = field(
+        default="auto",
+        metadata={
+            "help": "Source of rollout entropies: auto (TRL's old-log-prob pass if it runs, else the logits of "
+            "transformers generation, else a no-grad forward) or forward (never the generation logits).",
+            "choices": ["auto", "forward"],
         },
     )
 
@@ -92,6 +107,8 @@ class EntropyGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"entropy_flow_estimator must be one of opefo, steer, exact; got {self.entropy_flow_estimator!r}."
             )
+        if self.rollout_entropy_source not in ("auto", "forward"):
+            raise ValueError(f"rollout_entropy_source must be 'auto' or 'forward', got {self.rollout_entropy_source!r}.")
         if self.logprob_kernel not in ("healtrl", "trl"):
             raise ValueError(f"logprob_kernel must be 'healtrl' or 'trl', got {self.logprob_kernel!r}.")
         super().__post_init__()
@@ -214,6 +231,7 @@ class EntropyGRPOTrainer(GRPOTrainer):
         self._rollout_ids: tuple[list, list] | None = None  # (prompt_ids, completion_ids) of the last `_generate`
         self._rollout_entropies: torch.Tensor | None = None  # captured from TRL's old-log-prob pass
         self._capture_rollout_entropy = False
+        self._warned_generation_entropy = False
 
     # ------------------------------------------------------------------------------------------------------------
     # Hooks for method trainers (all no-ops here)
@@ -367,12 +385,56 @@ class EntropyGRPOTrainer(GRPOTrainer):
             self.use_vllm and self.vllm_importance_sampling_correction
         )
 
+    def _entropies_from_generation(self) -> bool:
+        # transformers' plain `generate`, one turn per rollout: each decoding step calls the LM head once.
+        return (
+            self.args.rollout_entropy_source == "auto"
+            and not self.use_vllm
+            and not getattr(self, "use_transformers_paged", False)
+            and not getattr(self, "tools", None)
+            and not getattr(self, "_is_vlm", False)
+        )
+
     def _generate(self, prompts: list):
-        outputs = super()._generate(prompts)
-        if self.needs_rollout_entropies:
-            self._rollout_ids = (outputs[0], outputs[1])
-            self._rollout_entropies = None
-            self._capture_rollout_entropy = self._trl_computes_old_logps()
+        if not self.needs_rollout_entropies:
+            return super()._generate(prompts)
+        from_old_logps = self._trl_computes_old_logps()
+        steps: list[torch.Tensor] | None = None
+        if not from_old_logps and self._entropies_from_generation():
+            steps = []
+            head = self.accelerator.unwrap_model(self.model).get_output_embeddings()
+            temperature = self.temperature
+
+            def record(module, args, output):
+                logits = (output[0] if isinstance(output, tuple) else output)[:, -1, :].float() / temperature
+                logp = torch.log_softmax(logits, dim=-1)
+                steps.append(-(logp.exp() * logp).sum(dim=-1))
+
+            handle = head.register_forward_hook(record)
+            try:
+                outputs = super()._generate(prompts)
+            finally:
+                handle.remove()
+        else:
+            outputs = super()._generate(prompts)
+        self._rollout_ids = (outputs[0], outputs[1])
+        self._rollout_entropies = None
+        self._capture_rollout_entropy = from_old_logps
+        if steps is not None:
+            completion_ids = outputs[1]
+            longest = max((len(c) for c in completion_ids), default=0)
+            if steps and len(steps) >= longest and all(s.size(0) == len(completion_ids) for s in steps):
+                # Step t's logits give the distribution of completion token t (prefill = the first token).
+                self._rollout_entropies = torch.stack(steps[:longest], dim=1) if longest else None
+            elif not self._warned_generation_entropy:
+                self._warned_generation_entropy = True
+                warnings.warn(
+                    f"The LM head was called {len(steps)} times while generating completions of up to {longest} "
+                    "tokens, so rollout entropies cannot be read off the generation logits; computing them with a "
+                    "no-grad forward instead (set rollout_entropy_source: forward to skip this attempt).",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         return outputs
 
     def _pad_ids(self, ids_list: list[list[int]], side: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -406,7 +468,11 @@ class EntropyGRPOTrainer(GRPOTrainer):
                     compute_entropy=True,
                 )
         self._rollout_entropies = None
-        return entropies.float(), completion_mask
+        entropies = entropies.float().to(completion_mask.device)
+        width = completion_mask.size(1)
+        if entropies.size(1) < width:  # generation-time entropies stop at the longest completion, before padding
+            entropies = torch.nn.functional.pad(entropies, (0, width - entropies.size(1)))
+        return entropies[:, :width], completion_mask
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)

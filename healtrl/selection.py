@@ -1,0 +1,1009 @@
+"""HEAL's general-domain data selection (Liu et al., *HEALing Entropy Collapse*, §3.1): `healtrl select`.
+
+For every question of a general-domain pool, sample N rollouts from the model, score them with a verifiable reward,
+compute the exact full-vocabulary token entropies of each rollout with the policy, and rank the questions by
+c(x) = Uncertainty(x) * Diversity(x) (eq. 1, `healtrl.functional.selection_scores`). The top-K questions are the
+general-domain half of HEAL's hybrid training data (paper: 384 CommonsenseQA questions, 8 rollouts, temperature 0.7).
+
+```bash
+healtrl select --model healtrl-toy/qwen2-add --dataset healtrl-toy/add+compare --reward toy \\
+    --num_rollouts 8 --top_k 16 --max_questions 64 --max_new_tokens 4 --temperature 1.0 --output_dir outputs/select
+healtrl select --config configs/select_commonsenseqa_qwen3_1.7b.yaml --use_vllm
+```
+
+Output folder:
+
+* `selection_settings.json`: the settings that determine the results, and their fingerprint;
+* `records.jsonl`: one line per scored question (`index` = row of the loaded split, the fingerprint, the prompt's hash,
+  accuracy, uncertainty, diversity, score, and per rollout its reward, length in tokens and mean entropy), appended
+  after every batch: an interrupted run started again with the same settings scores only the missing questions;
+* `selected/` (`Dataset.save_to_disk`) and `selected.jsonl`: the top-K rows, sorted by score (ties: lower index
+  first), with the pool's columns plus `accuracy`, `uncertainty`, `diversity`, `score` and `pool_index`. When the
+  pool has no `prompt` column, the prompt the rollouts were sampled from is added as `prompt`; when the reward reads
+  the answer under another name (`--answer_column`), that column is added too, so the selection trains with the same
+  reward as it is.
+
+Settings that do not change what is measured may differ between an interrupted run and its resumption: `batch_size`,
+`forward_batch_size`, `device`, `use_vllm` (and vLLM's settings), `top_k` and the Hub settings. Every rollout is sampled with a seed derived
+from `seed` and its question (vLLM) or its batch's first question (transformers), so a run is reproducible with the
+same settings; changing the batch size (or the generator) on resumption keeps the sampling distribution but not the
+exact samples of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import inspect
+import json
+import math
+import os
+import random
+import shutil
+import string
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
+
+import torch
+
+from healtrl.functional.selection import selection_scores
+
+__all__ = [
+    "RECORDS_FILE",
+    "SELECTED_DIR",
+    "SELECTED_JSONL",
+    "SETTINGS_FILE",
+    "SelectionError",
+    "rollout_entropies",
+    "select_general_data",
+    "select_main",
+]
+
+SETTINGS_FILE = "selection_settings.json"
+RECORDS_FILE = "records.jsonl"
+SELECTED_DIR = "selected"
+SELECTED_JSONL = "selected.jsonl"
+SCORE_COLUMNS = ("accuracy", "uncertainty", "diversity", "score")
+INDEX_COLUMN = "pool_index"
+# Keys of TRL's reward call that are not dataset columns (TRL drops these columns before passing the rest).
+_NOT_REWARD_COLUMNS = ("prompt", "completion", "completion_ids")
+_FORMAT_VERSION = 1
+
+
+class SelectionError(ValueError):
+    """A mistake in the selection settings or data: the message names the setting and the fix."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Exact rollout entropies from the policy
+# ----------------------------------------------------------------------------------------------------------------
+def _check_plain_lm_head(model) -> None:
+    """Fail for LM heads the fused kernel does not compute exactly (soft-capping, logit scaling), as TRL lists them."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    if getattr(config, "final_logit_softcapping", None) is not None:
+        raise SelectionError(
+            f"The model ({config.model_type}) soft-caps its final logits, which healtrl's fused LM-head kernel does not "
+            "compute: its entropies would be wrong. Choose a model without `final_logit_softcapping`."
+        )
+    for name in ("logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling"):
+        value = getattr(config, name, None)
+        if value is not None and value != 1:
+            raise SelectionError(
+                f"The model ({config.model_type}) scales its logits (`{name}` = {value}), which healtrl's fused LM-head "
+                "kernel does not apply: its entropies would be wrong. Choose a model without logit scaling."
+            )
+
+
+@torch.no_grad()
+def rollout_entropies(
+    model,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    *,
+    temperature: float = 1.0,
+    batch_size: int | None = None,
+) -> list[torch.Tensor]:
+    """Exact full-vocabulary entropy of the policy at every completion token, from one no-grad forward.
+
+    Each sequence is prompt + completion, right-padded (so every real token keeps its position). The model's final
+    hidden states and its output embedding go through `healtrl.kernels.fused_logprob_entropy`, which never holds the
+    [tokens x vocabulary] logits; the logits are divided by `temperature` as TRL does, so the entropy at completion
+    token t is H(softmax(z_t / T)) of the distribution that sampled it.
+
+    Args:
+        model: A causal LM (`PreTrainedModel` with `base_model` and `get_output_embeddings()`), in eval mode.
+        prompt_ids: Token ids of each prompt (no padding).
+        completion_ids: Token ids of each completion (no padding; may be empty).
+        temperature: Sampling temperature (> 0).
+        batch_size: Sequences per forward (default: all at once).
+
+    Returns:
+        One float32 CPU tensor per sequence with one entropy per completion token.
+    """
+    from healtrl.kernels import fused_logprob_entropy
+
+    if len(prompt_ids) != len(completion_ids):
+        raise ValueError(f"{len(prompt_ids)} prompts for {len(completion_ids)} completions")
+    if any(len(p) == 0 for p in prompt_ids):
+        raise ValueError("every prompt needs at least one token (the first completion token is predicted from it)")
+    _check_plain_lm_head(model)
+    backbone = model.base_model
+    if backbone is model:
+        raise SelectionError(f"{type(model).__name__} exposes no backbone (`base_model`) to take hidden states from.")
+    head = model.get_output_embeddings()
+    weight, bias = head.weight, getattr(head, "bias", None)
+    device = weight.device
+    pad_id = 0  # any valid id: padded positions come after every real token and are never read
+    batch_size = batch_size or max(1, len(prompt_ids))
+    out: list[torch.Tensor] = []
+    for start in range(0, len(prompt_ids), batch_size):
+        prompts = prompt_ids[start : start + batch_size]
+        completions = completion_ids[start : start + batch_size]
+        rows = [list(p) + list(c) for p, c in zip(prompts, completions)]
+        width = max(len(r) for r in rows)
+        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for i, row in enumerate(rows):
+            input_ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+            attention_mask[i, : len(row)] = 1
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        # Completion token j of row i sits at position p_i + j and is predicted by the hidden state at p_i + j - 1.
+        row_idx, pos_idx = [], []
+        for i, (p, c) in enumerate(zip(prompts, completions)):
+            row_idx += [i] * len(c)
+            pos_idx += range(len(p) - 1, len(p) + len(c) - 1)
+        lengths = [len(c) for c in completions]
+        if not row_idx:
+            out += [torch.zeros(0) for _ in completions]
+            continue
+        rows_t = torch.tensor(row_idx, device=device)
+        pos_t = torch.tensor(pos_idx, device=device)
+        h = hidden[rows_t, pos_t].to(weight.dtype)
+        targets = input_ids[rows_t, pos_t + 1]
+        entropy = fused_logprob_entropy(h, weight, targets, bias=bias, temperature=float(temperature)).entropy
+        out += [e.float().cpu() for e in torch.split(entropy, lengths)]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Prompts
+# ----------------------------------------------------------------------------------------------------------------
+def _render_value(value) -> str:
+    """A column value inside a prompt template: multiple-choice options (CommonsenseQA / ARC layout) as lines."""
+    if isinstance(value, Mapping) and isinstance(value.get("label"), list) and isinstance(value.get("text"), list):
+        return "\n".join(f"{label}. {text}" for label, text in zip(value["label"], value["text"]))
+    return str(value)
+
+
+class _PromptBuilder:
+    """The prompt of a pool row: a column used as it is (TRL's semantics), or a template over the row's columns."""
+
+    def __init__(self, column_names, prompt_column, question_column, prompt_template, raw_prompt):
+        given = [
+            f"--{name}"
+            for name, value in (
+                ("prompt_column", prompt_column),
+                ("question_column", question_column),
+                ("prompt_template", prompt_template),
+            )
+            if value is not None
+        ]
+        if len(given) > 1:
+            raise SelectionError(
+                f"Give one of --prompt_column (a column used as it is), --question_column (a plain question) or "
+                f"--prompt_template (a format string over the row's columns); got {' and '.join(given)}."
+            )
+        for name, value in (("--prompt_column", prompt_column), ("--question_column", question_column)):
+            if value is not None and not value:
+                raise SelectionError(f"{name} is empty; name a column of the pool.")
+        if prompt_template is not None and not prompt_template.strip():
+            raise SelectionError("--prompt_template is empty; write e.g. '{question}'.")
+        found = ", ".join(column_names)
+        self.raw = raw_prompt
+        if prompt_template is None and question_column is None:
+            prompt_column = prompt_column or "prompt"
+            if prompt_column not in column_names:
+                raise SelectionError(
+                    f"The pool has no prompt column '{prompt_column}'. Columns found: {found}. Set --prompt_column "
+                    "(a conversation or a text used as it is), or --question_column (a plain question, wrapped as "
+                    "one user message), or --prompt_template (e.g. '{question}\\n\\n{choices}')."
+                )
+            if raw_prompt:
+                raise SelectionError(
+                    "--raw_prompt applies to prompts built from --question_column or --prompt_template; a "
+                    "--prompt_column is used as it is (a string without a chat template, a conversation with one)."
+                )
+            self.column, self.template, self.fields = prompt_column, None, ()
+            return
+        if prompt_template is None:
+            prompt_template = "{" + question_column + "}"
+        try:
+            fields = {f for _, f, _, _ in string.Formatter().parse(prompt_template) if f is not None}
+        except ValueError as exc:
+            raise SelectionError(
+                f"--prompt_template {prompt_template!r} is not a valid format string ({exc}); write literal braces "
+                "as {{ and }} (e.g. \\\\boxed{{}})."
+            ) from None
+        bad = sorted(f for f in fields if f == "" or not f.isidentifier())
+        if bad:
+            raise SelectionError(
+                f"--prompt_template {prompt_template!r} has fields {bad} that are not column names; name columns as "
+                "{column}, write literal braces as {{ and }}."
+            )
+        missing = sorted(fields - set(column_names))
+        if missing:
+            what = "--question_column" if question_column else "--prompt_template"
+            raise SelectionError(f"{what} names the column(s) {missing}, which the pool lacks. Columns found: {found}.")
+        self.column, self.template, self.fields = None, prompt_template, tuple(sorted(fields))
+
+    def __call__(self, row: Mapping):
+        if self.column is not None:
+            return row[self.column]
+        text = self.template.format(**{f: _render_value(row[f]) for f in self.fields})
+        return text if self.raw else [{"role": "user", "content": text}]
+
+
+def _is_conversation(prompt) -> bool:
+    return isinstance(prompt, list) and all(isinstance(m, Mapping) and "role" in m for m in prompt)
+
+
+def _prompt_hash(prompt) -> str:
+    return hashlib.sha256(json.dumps(prompt, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _tokenize_prompts(tokenizer, prompts: list) -> list[list[int]]:
+    """Prompt token ids as TRL makes them: the chat template for conversations, the tokenizer for strings."""
+    conversational = [_is_conversation(p) for p in prompts]
+    if all(conversational):
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise SelectionError(
+                "The prompts are conversations, but the model's tokenizer has no chat template. Use --raw_prompt "
+                "(prompt text used as it is) with --question_column / --prompt_template, or a chat model."
+            )
+        encoded = tokenizer.apply_chat_template(
+            conversation=prompts, add_generation_prompt=True, tokenize=True, return_dict=True
+        )["input_ids"]
+    elif not any(conversational) and all(isinstance(p, str) for p in prompts):
+        encoded = tokenizer(text=prompts)["input_ids"]
+    else:
+        kinds = sorted({type(p).__name__ for p in prompts})
+        raise SelectionError(
+            "Every prompt must be a string or a conversation (a list of {'role', 'content'} messages), all of one "
+            f"kind; got {kinds}."
+        )
+    encoded = [list(ids) for ids in encoded]
+    empty = [i for i, ids in enumerate(encoded) if not ids]
+    if empty:
+        raise SelectionError(f"The prompt {prompts[empty[0]]!r} has no tokens: every prompt needs at least one.")
+    return encoded
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Generation
+# ----------------------------------------------------------------------------------------------------------------
+def _derive_seed(seed: int, kind: str, index: int) -> int:
+    digest = hashlib.sha256(f"healtrl-select:{seed}:{kind}:{index}".encode()).hexdigest()
+    return int(digest[:15], 16)
+
+
+def _eos_token_ids(model, tokenizer) -> list[int]:
+    """Every eos id the model declares, plus the tokenizer's (as TRL's GRPOTrainer collects them)."""
+    ids = getattr(model.generation_config, "eos_token_id", None)
+    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids = [tokenizer.eos_token_id, *ids]
+    if not ids:
+        raise SelectionError("Neither the model's generation config nor its tokenizer declares an eos token.")
+    return ids
+
+
+def _cut_at_eos(ids: Sequence[int], eos_ids: set[int]) -> list[int]:
+    """Tokens up to and including the first eos (TRL's completion mask)."""
+    ids = list(ids)
+    for i, token in enumerate(ids):
+        if token in eos_ids:
+            return ids[: i + 1]
+    return ids
+
+
+@contextmanager
+def _generation_config(model, config):
+    """Generate with exactly `config`: transformers fills unset fields from `model.generation_config` (as TRL
+    notes for transformers#42762), so the model's own config is swapped out for the duration."""
+    original = model.generation_config
+    model.generation_config = config
+    try:
+        yield
+    finally:
+        model.generation_config = original
+
+
+class _TransformersGenerator:
+    """Batched sampling with `model.generate`, left-padded prompts, as TRL's GRPOTrainer does without vLLM."""
+
+    def __init__(self, model, tokenizer, *, num_rollouts, temperature, top_p, max_new_tokens, seed):
+        from transformers import GenerationConfig
+
+        self.model, self.tokenizer, self.seed, self.num_rollouts = model, tokenizer, seed, num_rollouts
+        self.eos_ids = _eos_token_ids(model, tokenizer)
+        self.config = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=True,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=0,  # TRL's default: no top-k truncation
+            repetition_penalty=1.0,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=self.eos_ids,
+            disable_compile=True,
+        )
+
+    def generate(self, indices: list[int], prompt_ids: list[list[int]]) -> list[list[list[int]]]:
+        n = self.num_rollouts
+        rows = [ids for ids in prompt_ids for _ in range(n)]
+        width = max(len(r) for r in rows)
+        device = self.model.get_output_embeddings().weight.device
+        input_ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for i, row in enumerate(rows):
+            input_ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+            attention_mask[i, width - len(row) :] = 1
+        # One seed per batch, from its first question: a resumed run samples its batches as an uninterrupted one.
+        devices = [device] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), _generation_config(self.model, self.config):
+            torch.manual_seed(_derive_seed(self.seed, "batch", indices[0]))
+            output = self.model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=attention_mask.to(device),
+                generation_config=self.config,
+            )
+        eos = set(self.eos_ids)
+        completions = [_cut_at_eos(row, eos) for row in output[:, width:].tolist()]
+        return [completions[q * n : (q + 1) * n] for q in range(len(prompt_ids))]
+
+
+class _VLLMGenerator:
+    """Sampling with a vLLM engine in this process; each question has its own seed (batching does not matter)."""
+
+    def __init__(
+        self,
+        model_path,
+        eos_ids,
+        *,
+        num_rollouts,
+        temperature,
+        top_p,
+        max_new_tokens,
+        seed,
+        dtype,
+        gpu_memory_utilization,
+        max_model_len,
+    ):
+        from healtrl._compat import require
+
+        require("vllm", "use_vllm=True (generation with vLLM)")
+        from vllm import LLM
+
+        self.num_rollouts, self.seed, self.eos_ids = num_rollouts, seed, eos_ids
+        self.sampling = dict(
+            n=num_rollouts,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_new_tokens,
+            stop_token_ids=list(eos_ids),
+            detokenize=False,
+        )
+        kwargs = dict(model=model_path, tokenizer=model_path, seed=seed, gpu_memory_utilization=gpu_memory_utilization)
+        if dtype is not None:
+            kwargs["dtype"] = dtype
+        if max_model_len is not None:
+            kwargs["max_model_len"] = max_model_len
+        self.llm = LLM(**kwargs)
+
+    def generate(self, indices: list[int], prompt_ids: list[list[int]]) -> list[list[list[int]]]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = [SamplingParams(**self.sampling, seed=_derive_seed(self.seed, "question", i)) for i in indices]
+        prompts = [TokensPrompt(prompt_token_ids=list(ids)) for ids in prompt_ids]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        eos = set(self.eos_ids)
+        result = []
+        for output in outputs:
+            rollouts = [_cut_at_eos(o.token_ids, eos) for o in output.outputs]
+            if len(rollouts) != self.num_rollouts:
+                raise RuntimeError(
+                    f"vLLM returned {len(rollouts)} completions for a prompt, expected {self.num_rollouts}"
+                )
+            result.append(rollouts)
+        return result
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Rewards
+# ----------------------------------------------------------------------------------------------------------------
+def _call_reward(func: Callable, prompts, completions, completion_ids, columns: dict[str, list]) -> list[float]:
+    """Call `func` the way TRL's GRPOTrainer calls reward functions; None (not applicable) becomes NaN."""
+    result = func(
+        prompts=prompts,
+        completions=completions,
+        completion_ids=completion_ids,
+        trainer_state=None,  # no training run here
+        log_extra=lambda *args, **kwargs: None,
+        log_metric=lambda *args, **kwargs: None,
+        **columns,
+    )
+    if inspect.isawaitable(result):
+        result = asyncio.run(result)
+    result = list(result)
+    if len(result) != len(completions):
+        raise SelectionError(f"The reward function returned {len(result)} rewards for {len(completions)} completions.")
+    return [math.nan if r is None else float(r) for r in result]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Records (resume)
+# ----------------------------------------------------------------------------------------------------------------
+class _RecordStore:
+    """`records.jsonl` under the output folder, guarded by the settings fingerprint in `selection_settings.json`."""
+
+    def __init__(self, output_dir: str, settings: dict, overwrite: bool):
+        self.dir = output_dir
+        self.records_path = os.path.join(output_dir, RECORDS_FILE)
+        self.settings_path = os.path.join(output_dir, SETTINGS_FILE)
+        self.fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+        os.makedirs(output_dir, exist_ok=True)
+        if overwrite:
+            for name in (SETTINGS_FILE, RECORDS_FILE, SELECTED_JSONL):
+                path = os.path.join(output_dir, name)
+                if os.path.exists(path):
+                    os.remove(path)
+            shutil.rmtree(os.path.join(output_dir, SELECTED_DIR), ignore_errors=True)
+        if os.path.exists(self.settings_path):
+            with open(self.settings_path) as f:
+                previous = json.load(f)
+            if previous.get("fingerprint") != self.fingerprint:
+                old = previous.get("settings", {})
+                changed = [
+                    f"{key}: {old.get(key)!r} -> {settings.get(key)!r}"
+                    for key in sorted(set(old) | set(settings))
+                    if old.get(key) != settings.get(key)
+                ]
+                raise SelectionError(
+                    f"The output folder '{output_dir}' holds a selection run with other settings "
+                    f"({'; '.join(changed) or 'format changed'}). Use a new --output_dir, or pass --overwrite to "
+                    "discard its results."
+                )
+        elif os.path.exists(self.records_path):
+            raise SelectionError(
+                f"'{self.records_path}' exists without '{SETTINGS_FILE}', so its settings are unknown. Use a new "
+                "--output_dir, or pass --overwrite to discard it."
+            )
+        else:
+            with open(self.settings_path, "w") as f:
+                json.dump({"fingerprint": self.fingerprint, "settings": settings}, f, indent=2, sort_keys=True)
+                f.write("\n")
+
+    def load(self) -> dict[int, dict]:
+        """Finished records by question index; a torn last line (interrupted write) is cut off the file."""
+        if not os.path.exists(self.records_path):
+            return {}
+        with open(self.records_path, "rb") as f:
+            data = f.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        if len(complete) != len(data):
+            with open(self.records_path, "wb") as f:
+                f.write(complete)
+        records: dict[int, dict] = {}
+        for number, line in enumerate(complete.decode().splitlines(), start=1):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                raise SelectionError(
+                    f"Line {number} of '{self.records_path}' is not valid JSON. Use a new --output_dir, or --overwrite."
+                ) from None
+            if record.get("fingerprint") != self.fingerprint:
+                raise SelectionError(
+                    f"Line {number} of '{self.records_path}' was written with other settings. Use a new --output_dir, "
+                    "or --overwrite."
+                )
+            records.setdefault(int(record["index"]), record)
+        return records
+
+    def append(self, records: list[dict]) -> None:
+        with open(self.records_path, "a") as f:
+            for record in records:
+                f.write(json.dumps(record, allow_nan=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The run
+# ----------------------------------------------------------------------------------------------------------------
+def _check_number(name, value, *, kind=float, low=None, high=None, low_open=False, allow_none=False):
+    if value is None and allow_none:
+        return
+    ok_type = isinstance(value, int) if kind is int else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok_type:
+        raise SelectionError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+    if kind is float and not math.isfinite(value):
+        raise SelectionError(f"{name} must be finite, got {value}")
+    if low is not None and (value <= low if low_open else value < low):
+        raise SelectionError(f"{name} must be {'>' if low_open else '>='} {low}, got {value}")
+    if high is not None and value > high:
+        raise SelectionError(f"{name} must be <= {high}, got {value}")
+
+
+def _pool_indices(size: int, max_questions: int | None, seed: int) -> list[int]:
+    """The questions scored: all rows, or `max_questions` of them drawn with `seed` (in row order)."""
+    if max_questions is None or max_questions >= size:
+        return list(range(size))
+    return sorted(random.Random(f"healtrl-select:{seed}").sample(range(size), max_questions))
+
+
+def _reward_arguments(pool, reward: str, answer_column: str | None):
+    """(reward function, {name the reward reads: pool column}) with the columns checked."""
+    from healtrl.data import get_reward_func, reward_columns
+
+    try:
+        func = get_reward_func(reward)
+        reads = list(reward_columns([reward])[reward])
+    except ValueError as exc:
+        raise SelectionError(f"--reward: {exc}") from None
+    found = pool.column_names
+    mapping = {c: c for c in found if c not in _NOT_REWARD_COLUMNS}
+    if answer_column is not None:
+        if answer_column not in found:
+            raise SelectionError(
+                f"The pool has no answer column '{answer_column}' (--answer_column). Columns found: {', '.join(found)}."
+            )
+        if answer_column not in reads:
+            if len(reads) != 1:
+                raise SelectionError(
+                    f"The reward '{reward}' reads the columns {reads or 'none'}, so --answer_column '{answer_column}' "
+                    "cannot be passed to it under a single name. Rename the pool's columns instead (or drop "
+                    "--answer_column)."
+                )
+            mapping[reads[0]] = answer_column
+    missing = [c for c in reads if c not in mapping]
+    if missing:
+        raise SelectionError(
+            f"The reward '{reward}' reads the column(s) {missing}, which the pool lacks. Columns found: "
+            f"{', '.join(found)}. Point --answer_column at the column holding the verifiable answer."
+        )
+    return func, mapping
+
+
+def select_general_data(
+    model: str,
+    dataset: str,
+    *,
+    reward: str,
+    output_dir: str,
+    dataset_config: str | None = None,
+    split: str = "train",
+    prompt_column: str | None = None,
+    question_column: str | None = None,
+    prompt_template: str | None = None,
+    raw_prompt: bool = False,
+    answer_column: str | None = None,
+    correct_threshold: float = 0.5,
+    num_rollouts: int = 8,
+    top_k: int = 384,
+    top_fraction: float = 0.2,
+    temperature: float = 0.7,
+    top_p: float = 1.0,
+    max_new_tokens: int = 3072,
+    batch_size: int = 4,
+    forward_batch_size: int | None = None,
+    seed: int = 0,
+    max_questions: int | None = None,
+    dtype: str = "auto",
+    device: str | None = None,
+    use_vllm: bool = False,
+    vllm_gpu_memory_utilization: float = 0.5,
+    vllm_max_model_len: int | None = None,
+    overwrite: bool = False,
+    push_to_hub: bool = False,
+    hub_dataset_id: str | None = None,
+    hub_private: bool = False,
+    progress: bool = True,
+):
+    """Score every question of a general-domain pool with HEAL's c(x) (§3.1, eq. 1) and keep the top K.
+
+    Args:
+        model: Model path, Hub id, or healtrl name (`healtrl-toy/qwen2-add`, `healtrl-offline/SmolLM2-135M-Instruct`).
+        dataset: Pool: a toy name, a local file or folder, or a Hub id (`healtrl.data.load_train_dataset`).
+        reward: Reward name in `healtrl.data.REWARD_FUNCS` or a dotted import path; called as TRL calls rewards.
+        output_dir: Folder for the records, the settings and the selected dataset (module docstring).
+        dataset_config: Hub dataset configuration.
+        split: Split of the pool.
+        prompt_column: Column holding the prompt, used as it is (conversation: chat template; string: raw text).
+            Default `prompt` when neither `question_column` nor `prompt_template` is given.
+        question_column: Column holding a plain question, sent as one user message.
+        prompt_template: Python format string over the row's columns, sent as one user message (e.g.
+            `"{question}\\n\\n{choices}"`; a CommonsenseQA-style `{"label": [...], "text": [...]}` value renders as
+            lines "A. ..."; literal braces are `{{` and `}}`).
+        raw_prompt: Send the question / template text as it is, without the chat template.
+        answer_column: Column with the verifiable answer, passed to the reward under the name it reads.
+        correct_threshold: A rollout is correct when its reward is > this (None / NaN rewards count as incorrect).
+        num_rollouts: Rollouts per question, N (paper: 8); at least 2.
+        top_k: Questions kept, K (paper: 384).
+        top_fraction: Share of each rollout's highest-entropy tokens in Diversity (paper: 0.2).
+        temperature: Sampling temperature (paper: 0.7 for Qwen3, 0.6 for LLaMA-3.2); entropies use the same.
+        top_p: Nucleus sampling (1.0: off). Entropies are those of the full tempered distribution, as in TRL.
+        max_new_tokens: Longest completion (paper: 3072).
+        batch_size: Questions per generation batch (batch_size x num_rollouts sequences); results are written after
+            each batch.
+        forward_batch_size: Sequences per entropy forward (default: a whole batch, batch_size x num_rollouts).
+        seed: Seeds the sampling and the `max_questions` subset.
+        max_questions: Score a random subset of this many rows (drawn with `seed`) instead of the whole split.
+        dtype: Model dtype: "auto" (the checkpoint's), "float32", "bfloat16" or "float16".
+        device: Torch device of the model (default: "cuda" when available, else "cpu").
+        use_vllm: Sample with vLLM (`pip install healtrl[vllm]`); entropies still come from the model's forward.
+        vllm_gpu_memory_utilization: Share of GPU memory vLLM may take (the model for the entropy forward shares it).
+        vllm_max_model_len: vLLM's context length (default: the model's).
+        overwrite: Discard earlier results in `output_dir` instead of resuming from them.
+        push_to_hub: Push the selected dataset to the Hub as `hub_dataset_id` (implied by giving `hub_dataset_id`).
+        hub_dataset_id: Hub dataset repository for the selection.
+        hub_private: Make the Hub repository private.
+        progress: Show a progress bar.
+
+    Returns:
+        The selected `datasets.Dataset` (top K, sorted by score), also saved under `output_dir`.
+    """
+    from tqdm.auto import tqdm
+
+    from healtrl.data import load_train_dataset
+    from healtrl.models import load_model_and_tokenizer, resolve_model_path
+
+    # ---------------------------------------------------------------------------- settings
+    for name, value in (("model", model), ("dataset", dataset), ("reward", reward), ("output_dir", output_dir)):
+        if not isinstance(value, str) or not value:
+            raise SelectionError(f"--{name} is required (got {value!r}).")
+    _check_number("--num_rollouts", num_rollouts, kind=int, low=2)
+    _check_number("--top_k", top_k, kind=int, low=1)
+    _check_number("--top_fraction", top_fraction, low=0, low_open=True, high=1)
+    _check_number("--temperature", temperature, low=0, low_open=True)
+    _check_number("--top_p", top_p, low=0, low_open=True, high=1)
+    _check_number("--max_new_tokens", max_new_tokens, kind=int, low=1)
+    _check_number("--batch_size", batch_size, kind=int, low=1)
+    _check_number("--forward_batch_size", forward_batch_size, kind=int, low=1, allow_none=True)
+    _check_number("--seed", seed, kind=int)
+    _check_number("--max_questions", max_questions, kind=int, low=1, allow_none=True)
+    _check_number("--correct_threshold", correct_threshold)
+    _check_number("--vllm_gpu_memory_utilization", vllm_gpu_memory_utilization, low=0, low_open=True, high=1)
+    _check_number("--vllm_max_model_len", vllm_max_model_len, kind=int, low=1, allow_none=True)
+    dtypes = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if dtype not in dtypes:
+        raise SelectionError(f"--dtype must be one of {', '.join(dtypes)}, got {dtype!r}")
+    if push_to_hub and not hub_dataset_id:
+        raise SelectionError("--push_to_hub needs --hub_dataset_id (e.g. my-user/heal-general-384).")
+    if use_vllm:
+        from healtrl._compat import require
+
+        require("vllm", "use_vllm=True (generation with vLLM)")
+
+    # ---------------------------------------------------------------------------- data
+    try:
+        pool = load_train_dataset(dataset, dataset_config, split=split, seed=seed)
+    except ValueError as exc:
+        raise SelectionError(f"--dataset: {exc}") from None
+    indices = _pool_indices(len(pool), max_questions, seed)
+    if top_k > len(indices):
+        raise SelectionError(
+            f"--top_k {top_k} is larger than the pool ({len(indices)} questions"
+            f"{' after --max_questions' if max_questions else ''}). Lower --top_k or score more questions."
+        )
+    build_prompt = _PromptBuilder(pool.column_names, prompt_column, question_column, prompt_template, raw_prompt)
+    reward_func, reward_mapping = _reward_arguments(pool, reward, answer_column)
+    clashes = [c for c in (*SCORE_COLUMNS, INDEX_COLUMN) if c in pool.column_names]
+    if clashes:
+        raise SelectionError(
+            f"The pool already has the column(s) {clashes}, which the selection adds. Rename them in the data first."
+        )
+
+    settings = {
+        "format": _FORMAT_VERSION,
+        "model": model,
+        "dtype": dtype,
+        "dataset": dataset,
+        "dataset_config": dataset_config,
+        "split": split,
+        "pool_size": len(pool),
+        "max_questions": max_questions,
+        "prompt_column": build_prompt.column,
+        "prompt_template": build_prompt.template,
+        "raw_prompt": raw_prompt,
+        "reward": reward,
+        "answer_column": answer_column,
+        "correct_threshold": correct_threshold,
+        "num_rollouts": num_rollouts,
+        "top_fraction": top_fraction,
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+    }
+    store = _RecordStore(output_dir, settings, overwrite)
+    done = store.load()
+    prompts = {}
+    for i in indices:
+        prompts[i] = build_prompt(pool[i])
+    stray = sorted(set(done) - set(indices))
+    changed = [i for i in done if i in prompts and done[i]["prompt_sha"] != _prompt_hash(prompts[i])]
+    if stray or changed:
+        raise SelectionError(
+            f"The records in '{store.records_path}' do not match the pool (questions {(stray + changed)[:5]} differ): "
+            "the data changed since they were written. Use a new --output_dir, or --overwrite."
+        )
+    pending = [i for i in indices if i not in done]
+
+    # ---------------------------------------------------------------------------- score the missing questions
+    if pending:
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        policy, tokenizer = load_model_and_tokenizer(model, dtype=dtypes[dtype])
+        policy.to(device).eval()
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        if use_vllm:
+            generator = _VLLMGenerator(
+                resolve_model_path(model),
+                _eos_token_ids(policy, tokenizer),
+                num_rollouts=num_rollouts,
+                temperature=temperature,
+                top_p=top_p,
+                max_new_tokens=max_new_tokens,
+                seed=seed,
+                dtype=None if dtype == "auto" else dtype,
+                gpu_memory_utilization=vllm_gpu_memory_utilization,
+                max_model_len=vllm_max_model_len,
+            )
+        else:
+            generator = _TransformersGenerator(
+                policy,
+                tokenizer,
+                num_rollouts=num_rollouts,
+                temperature=temperature,
+                top_p=top_p,
+                max_new_tokens=max_new_tokens,
+                seed=seed,
+            )
+        bar = tqdm(total=len(indices), initial=len(done), unit="question", desc="healtrl select", disable=not progress)
+        for start in range(0, len(pending), batch_size):
+            batch = pending[start : start + batch_size]
+            records = _score_batch(
+                batch,
+                pool,
+                prompts,
+                tokenizer,
+                policy,
+                generator,
+                reward_func,
+                reward_mapping,
+                num_rollouts=num_rollouts,
+                temperature=temperature,
+                correct_threshold=correct_threshold,
+                top_fraction=top_fraction,
+                forward_batch_size=forward_batch_size,
+            )
+            for record in records:
+                record["fingerprint"] = store.fingerprint
+            store.append(records)
+            for record in records:
+                done[record["index"]] = record
+            bar.update(len(batch))
+        bar.close()
+
+    # ---------------------------------------------------------------------------- top K
+    ranked = sorted((done[i] for i in indices), key=lambda r: (-r["score"], r["index"]))[:top_k]
+    chosen = [r["index"] for r in ranked]
+    selected = pool.select(chosen)
+    if "prompt" not in selected.column_names:
+        selected = selected.add_column("prompt", [prompts[i] for i in chosen])
+    for name, column in reward_mapping.items():
+        if name not in selected.column_names:
+            selected = selected.add_column(name, list(selected[column]))
+    for name in SCORE_COLUMNS:
+        selected = selected.add_column(name, [float(r[name]) for r in ranked])
+    selected = selected.add_column(INDEX_COLUMN, chosen)
+    selected_dir = os.path.join(output_dir, SELECTED_DIR)
+    shutil.rmtree(selected_dir, ignore_errors=True)
+    selected.save_to_disk(selected_dir)
+    with open(os.path.join(output_dir, SELECTED_JSONL), "w") as f:  # full float precision (to_json keeps 10 digits)
+        for row in selected:
+            f.write(json.dumps(row, default=str) + "\n")
+    if hub_dataset_id:
+        selected.push_to_hub(hub_dataset_id, private=hub_private)
+    return selected
+
+
+def _score_batch(
+    batch,
+    pool,
+    prompts,
+    tokenizer,
+    policy,
+    generator,
+    reward_func,
+    reward_mapping,
+    *,
+    num_rollouts,
+    temperature,
+    correct_threshold,
+    top_fraction,
+    forward_batch_size,
+) -> list[dict]:
+    """Generate, reward and score the questions `batch`: one record per question."""
+    batch_prompts = [prompts[i] for i in batch]
+    prompt_ids = _tokenize_prompts(tokenizer, batch_prompts)
+    completion_ids = generator.generate(batch, prompt_ids)  # [question][rollout] -> token ids
+    flat_prompts = [p for p in batch_prompts for _ in range(num_rollouts)]
+    flat_prompt_ids = [p for p in prompt_ids for _ in range(num_rollouts)]
+    flat_ids = [ids for per_question in completion_ids for ids in per_question]
+    texts = tokenizer.batch_decode(flat_ids, skip_special_tokens=True)
+    conversational = _is_conversation(batch_prompts[0])
+    completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
+    rows = [pool[i] for i in batch]
+    columns = {name: [row[col] for row in rows for _ in range(num_rollouts)] for name, col in reward_mapping.items()}
+    rewards = _call_reward(reward_func, flat_prompts, completions, flat_ids, columns)
+    entropies = rollout_entropies(
+        policy, flat_prompt_ids, flat_ids, temperature=temperature, batch_size=forward_batch_size or len(flat_ids)
+    )
+    # A NaN reward (the function's None: not applicable) is not correct: NaN > threshold is False.
+    correct = torch.tensor(rewards, dtype=torch.float64).view(len(batch), num_rollouts) > correct_threshold
+    nested = [entropies[q * num_rollouts : (q + 1) * num_rollouts] for q in range(len(batch))]
+    scores = selection_scores(correct, nested, top_fraction=top_fraction)
+    records = []
+    for q, index in enumerate(batch):
+        ents = nested[q]
+        records.append(
+            {
+                "index": index,
+                "prompt_sha": _prompt_hash(prompts[index]),
+                **{name: float(scores[name][q]) for name in SCORE_COLUMNS},
+                "rewards": [None if math.isnan(r) else r for r in rewards[q * num_rollouts : (q + 1) * num_rollouts]],
+                "lengths": [int(e.numel()) for e in ents],
+                "mean_entropy": [float(e.double().mean()) if e.numel() else None for e in ents],
+            }
+        )
+    return records
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------------------------
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse would exit; `select_main` returns the exit code instead
+        raise _ArgumentError(message)
+
+
+def _build_parser(prog: str) -> _Parser:
+    p = _Parser(
+        prog=prog,
+        description="HEAL's general-domain data selection (§3.1, eq. 1): score every question of a pool by "
+        "Uncertainty x Diversity from N rollouts of a model, and keep the top K.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--config", help="YAML file of option: value pairs (names as below); command-line options win")
+    p.add_argument("--model", help="model path, Hub id, healtrl-toy/... or healtrl-offline/... name (required)")
+    p.add_argument("--dataset", help="pool: toy name, local file/folder or Hub id (required)")
+    p.add_argument("--dataset_config", help="Hub dataset configuration")
+    p.add_argument("--split", default="train", help="split of the pool")
+    p.add_argument("--prompt_column", help="column with the prompt used as it is (default: prompt)")
+    p.add_argument("--question_column", help="column with a plain question, sent as one user message")
+    p.add_argument("--prompt_template", help="format string over the row's columns, e.g. '{question}\\n\\n{choices}'")
+    p.add_argument("--raw_prompt", action="store_true", help="send question/template text without the chat template")
+    p.add_argument("--answer_column", help="column with the verifiable answer (passed under the reward's name)")
+    p.add_argument("--reward", help="reward name (healtrl.data.REWARD_FUNCS) or dotted import path (required)")
+    p.add_argument("--correct_threshold", type=float, default=0.5, help="reward > this counts as correct")
+    p.add_argument("--num_rollouts", type=int, default=8, help="rollouts per question, N (paper: 8)")
+    p.add_argument("--top_k", type=int, default=384, help="questions kept, K (paper: 384)")
+    p.add_argument("--top_fraction", type=float, default=0.2, help="share of highest-entropy tokens in Diversity")
+    p.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (paper: 0.7 for Qwen3)")
+    p.add_argument("--top_p", type=float, default=1.0, help="nucleus sampling (1.0: off)")
+    p.add_argument("--max_new_tokens", type=int, default=3072, help="longest completion (paper: 3072)")
+    p.add_argument("--batch_size", type=int, default=4, help="questions per generation batch")
+    p.add_argument("--forward_batch_size", type=int, help="sequences per entropy forward (default: whole batch)")
+    p.add_argument("--seed", type=int, default=0, help="seed of sampling and of the --max_questions subset")
+    p.add_argument("--max_questions", type=int, help="score a random subset of this many questions")
+    p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
+    p.add_argument("--device", help="torch device (default: cuda when available, else cpu)")
+    p.add_argument("--use_vllm", action="store_true", help="sample with vLLM (pip install healtrl[vllm])")
+    p.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.5, help="GPU memory share of vLLM")
+    p.add_argument("--vllm_max_model_len", type=int, help="vLLM context length (default: the model's)")
+    p.add_argument("--output_dir", help="folder for records and the selected dataset (required)")
+    p.add_argument("--overwrite", action="store_true", help="discard earlier results in --output_dir")
+    p.add_argument("--push_to_hub", action="store_true", help="push the selection to --hub_dataset_id")
+    p.add_argument("--hub_dataset_id", help="Hub dataset repository for the selection (pushes when given)")
+    p.add_argument("--hub_private", action="store_true", help="make the Hub repository private")
+    p.add_argument("--no_progress", action="store_true", help="no progress bar")
+    return p
+
+
+def _apply_yaml(parser: _Parser, path: str) -> None:
+    """Set the parser's defaults from a flat YAML file, checking every key and value type."""
+    import yaml
+
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except OSError as exc:
+        raise SelectionError(f"--config: cannot read '{path}': {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise SelectionError(f"--config: '{path}' is not valid YAML: {exc}") from None
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise SelectionError(f"--config: '{path}' must hold `option: value` pairs, got a {type(data).__name__}")
+    actions = {a.dest: a for a in parser._actions if a.dest not in ("help", "config")}
+    defaults = {}
+    for key, value in data.items():
+        action = actions.get(key)
+        if action is None:
+            import difflib
+
+            close = difflib.get_close_matches(str(key), list(actions), n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise SelectionError(f"--config: unknown option '{key}' in '{path}'.{hint} Options: {', '.join(actions)}.")
+        if value is not None:
+            if isinstance(action, argparse._StoreTrueAction):
+                expected = (bool,)
+            elif action.type is int:
+                expected = (int,)
+            elif action.type is float:
+                expected = (int, float)
+            else:
+                expected = (str,)
+            if not isinstance(value, expected) or (bool not in expected and isinstance(value, bool)):
+                names = " or ".join(t.__name__ for t in expected)
+                raise SelectionError(f"--config: '{key}' in '{path}' must be {names}, got {value!r}")
+            if action.type is float:
+                value = float(value)
+        defaults[key] = value
+    parser.set_defaults(**defaults)
+
+
+def select_main(argv: list[str] | None = None, prog: str = "healtrl select") -> int:
+    """`healtrl select [--config FILE.yaml] [--option value ...]`: run the selection and return the exit code.
+
+    Errors in the options or the data print `error: ...` to stderr and return 2.
+    """
+    from healtrl._compat import MissingExtraError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _build_parser(prog)
+    try:
+        try:
+            first, _ = parser.parse_known_args(argv)
+            if first.config:
+                _apply_yaml(parser, first.config)
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        options = vars(args)
+        options.pop("config")
+        progress = not options.pop("no_progress")
+        selected = select_general_data(**options, progress=progress)
+    except _ArgumentError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (SelectionError, MissingExtraError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    path = os.path.join(args.output_dir, SELECTED_DIR)
+    print(f"Selected {len(selected)} questions (sorted by score) -> {os.path.abspath(path)}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(select_main())
