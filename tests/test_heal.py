@@ -261,4 +261,8 @@ def test_model_card_cites_heal(tmp_path):
     trainer.create_model_card(model_name="toy-heal")
     card = (tmp_path / "README.md").read_text()
     assert "HEAL" in card and "@misc{liu_heal" in card
-    assert "HEALing Entropy Collapse" in card and "Zhanyu Liu" in card and "\\url{https://github.com/XMUDeepLIT/HEAL}" in card
+    assert (
+        "HEALing Entropy Collapse" in card
+        and "Zhanyu Liu" in card
+        and "\\url{https://github.com/XMUDeepLIT/HEAL}" in card
+    )

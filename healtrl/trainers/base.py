@@ -108,7 +108,9 @@ class EntropyGRPOConfig(GRPOConfig):
                 f"entropy_flow_estimator must be one of opefo, steer, exact; got {self.entropy_flow_estimator!r}."
             )
         if self.rollout_entropy_source not in ("auto", "forward"):
-            raise ValueError(f"rollout_entropy_source must be 'auto' or 'forward', got {self.rollout_entropy_source!r}.")
+            raise ValueError(
+                f"rollout_entropy_source must be 'auto' or 'forward', got {self.rollout_entropy_source!r}."
+            )
         if self.logprob_kernel not in ("healtrl", "trl"):
             raise ValueError(f"logprob_kernel must be 'healtrl' or 'trl', got {self.logprob_kernel!r}.")
         super().__post_init__()
