@@ -125,6 +125,9 @@ class ScriptArguments:
         num_train_samples (`int`, *optional*):
             Keep a random subset of this many training rows (drawn with `dataset_seed`). For toy datasets, the
             number of rows to generate (default 1000).
+        num_target (`int`, *optional*):
+            Few-shot target set: the same as `num_train_samples` under the name the HEAL paper's setups use
+            (`--num_target 32`). Set one of the two.
         num_eval_samples (`int`, *optional*):
             Keep a random subset of this many evaluation rows. The "test" split of a toy dataset holds 20 held-out
             problems per task family.
@@ -186,6 +189,13 @@ class ScriptArguments:
         metadata={
             "help": "Keep a random subset of this many training rows (drawn with `dataset_seed`). For toy datasets, "
             "the number of rows to generate (default 1000)."
+        },
+    )
+    num_target: int | None = field(
+        default=None,
+        metadata={
+            "help": "Few-shot target set: keep this many training rows (drawn with `dataset_seed`); the same as "
+            "num_train_samples, set one of the two."
         },
     )
     num_eval_samples: int | None = field(
@@ -259,6 +269,13 @@ class ScriptArguments:
     )
 
     def __post_init__(self):
+        if self.num_target is not None:
+            if self.num_train_samples is not None and self.num_train_samples != self.num_target:
+                raise ValueError(
+                    f"num_target ({self.num_target}) and num_train_samples ({self.num_train_samples}) both set the "
+                    "number of training rows. Set only one of them."
+                )
+            self.num_train_samples = self.num_target
         if isinstance(self.eval_tasks, str):
             self.eval_tasks = [t.strip() for t in self.eval_tasks.split(",") if t.strip()]
         for name in ("eval_k", "eval_every_steps", "eval_batch_size"):

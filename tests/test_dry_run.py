@@ -278,3 +278,18 @@ def test_dataset_written_by_an_earlier_select_step(tmp_path, no_network, capsys)
     (tmp_path / "select_toy.yaml").unlink()
     code, out, err = run(["--config", config], capsys)
     assert code == 2 and f"general dataset '{selected}'" in err and "does not exist" in err
+
+
+def test_num_target_is_the_few_shot_size(tmp_path):
+    from healtrl.config import ConfigError, resolve
+
+    resolved = resolve(
+        ["--config", str(REPO / "configs/heal_toy.yaml"), "--num_target", "4", "--num_train_samples", "4"]
+    )
+    assert resolved.script_args.num_train_samples == 4
+    resolved = resolve(
+        ["--config", str(REPO / "configs/toy_grpo.yaml"), "--num_target", "8", "--num_train_samples", "null"]
+    )
+    assert resolved.script_args.num_train_samples == 8
+    with pytest.raises(ConfigError, match="num_target .* and num_train_samples .* both set"):
+        resolve(["--config", str(REPO / "configs/heal_toy.yaml"), "--num_target", "4", "--num_train_samples", "6"])
