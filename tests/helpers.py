@@ -166,3 +166,11 @@ def shut_down_process_group() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+
+
+def sandbox_expected() -> bool:
+    """Whether the code sandbox must work here (Linux). Its tests run there and fail, with the sandbox's own message,
+    when it cannot start: a skip would hide a sandbox that breaks, e.g., under a virtual environment."""
+    import sys
+
+    return sys.platform == "linux"

@@ -33,19 +33,9 @@ from healtrl.rewards import (
     run_tests,
 )
 from healtrl.rewards import sandbox as sandbox_module
+from tests.helpers import sandbox_expected
 
-
-def _sandbox_available() -> bool:
-    from healtrl.rewards import isolation_level
-
-    try:
-        isolation_level()
-        return True
-    except RuntimeError:
-        return False
-
-
-needs_sandbox = pytest.mark.skipif(not _sandbox_available(), reason="the code sandbox cannot start on this machine")
+needs_sandbox = pytest.mark.skipif(not sandbox_expected(), reason="the code sandbox is built for Linux")
 
 MALFORMED = [
     "",
@@ -407,3 +397,15 @@ def test_code_reward_does_not_touch_the_trainer_limits():
     before = {kind: resource.getrlimit(kind) for kind in (resource.RLIMIT_AS, resource.RLIMIT_NPROC)}
     code_reward(completions=["```python\nx = 1\n```"], tests=[json.dumps(ADD)])
     assert {kind: resource.getrlimit(kind) for kind in before} == before
+
+
+@needs_sandbox
+def test_sandbox_runs_an_interpreter_linked_from_tmp(tmp_path, monkeypatch):
+    """A virtual environment under /tmp: its python is a link the sandbox's private /tmp would hide."""
+    import sys
+
+    link = tmp_path / "venv-python"
+    link.symlink_to(os.path.realpath(sys.executable))
+    monkeypatch.setattr(sys, "executable", str(link))
+    result = run_python("print(6 * 7)")
+    assert (result.status, result.stdout.strip()) == ("ok", "42"), result

@@ -16,19 +16,9 @@ from healtrl.tasks import TASKS, TaskSpec, get_task, load_task
 from healtrl.tasks._common import MATH_INSTRUCTION, MC_INSTRUCTION
 from healtrl.tasks.code import decode_lcb_tests
 from healtrl.tasks.offline import fetch_bigbench_task
+from tests.helpers import sandbox_expected
 
-
-def _sandbox_available() -> bool:
-    from healtrl.rewards import isolation_level
-
-    try:
-        isolation_level()
-        return True
-    except RuntimeError:
-        return False
-
-
-needs_sandbox = pytest.mark.skipif(not _sandbox_available(), reason="the code sandbox cannot start on this machine")
+needs_sandbox = pytest.mark.skipif(not sandbox_expected(), reason="the code sandbox is built for Linux")
 
 DATA = Path(__file__).parent / "data" / "tasks"
 needs_rg = pytest.mark.skipif(importlib.util.find_spec("reasoning_gym") is None, reason="reasoning-gym not installed")
@@ -156,7 +146,7 @@ def test_adapter_on_local_file(task):
 @pytest.mark.parametrize("task", sorted(HUB_FILES))
 def test_rewards_score_the_tasks(task):
     """The registered reward gives 1.0 to a correct completion and 0.0 to a wrong one, for every row."""
-    if TASKS[task].kind == "code" and not _sandbox_available():
+    if TASKS[task].kind == "code" and not sandbox_expected():
         pytest.skip("the code sandbox cannot start on this machine")
     data = _load(task)
     reward = get_reward_func(TASKS[task].reward)

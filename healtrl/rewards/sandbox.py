@@ -137,6 +137,7 @@ class MountAttr(ctypes.Structure):
 attr = MountAttr(1, 0, 0, 0)  # MOUNT_ATTR_RDONLY; mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, ...)
 check(libc.syscall(442, -100, b"/", 0x8000, ctypes.byref(attr), ctypes.sizeof(attr)), "mount_setattr /")
 root, disk, uid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+exe = os.path.realpath(sys.executable)  # a venv's python is a link that the private mounts below may hide
 work = os.path.join(root, "work")
 tmpfs(work, disk, b"0700" if uid >= 0 else b"0777")
 for name in os.listdir(os.path.join(root, "files")):
@@ -178,7 +179,8 @@ if uid >= 0:
     else:
         raise OSError("cannot make the interpreter reachable")
 for path in ("/tmp", "/var/tmp", "/dev/shm"):
-    if os.path.isdir(path) and not os.path.islink(path):
+    # an interpreter that lives there keeps the (read-only) host directory
+    if os.path.isdir(path) and not os.path.islink(path) and not exe.startswith(path + "/"):
         tmpfs(path, 1 << 20, b"1777")
 if uid >= 0:
     os.setgroups([])
@@ -190,7 +192,7 @@ else:
             break
 check(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")  # PR_SET_NO_NEW_PRIVS
 os.environ["HOME"] = work
-os.execv(sys.executable, [sys.executable, "-I", "-c", "import sys\nsys.argv = ['main.py']\n"
+os.execv(exe, [exe, "-I", "-c", "import sys\nsys.argv = ['main.py']\n"
          "exec(compile(open('main.py', encoding='utf-8').read(), 'main.py', 'exec'), {'__name__': '__main__'})"])
 """
 
