@@ -173,7 +173,7 @@ def table(args):
     cols = [f"H_tgt@{s}" for s in steps] + [f"H_gen@{s}" for s in steps] + [f"R_tgt@{s}" for s in steps]
     header = "| data | method | seed | " + " | ".join(cols) + " | avg@16 | pass@16 | s |"
     lines = [header, "|" + "---|" * (len(cols) + 6)]
-    print(header, flush=True)
+    print("\n".join(lines), flush=True)
     finals: dict[tuple[str, str], list[tuple[float, ...]]] = {}
     selected: dict = {}
     workdir = tempfile.mkdtemp(prefix="heal-toy-")
