@@ -46,9 +46,9 @@ class EntropyGRPOConfig(GRPOConfig):
 
     Parameters:
         rollout_entropy (`bool`, *optional*, defaults to `False`):
-            Compute the exact full-vocabulary entropy of every rollout token with the policy that generated it (one
-            no-grad forward per generation batch, shared with TRL's old-log-prob pass when that pass runs). TRL
-            computes no entropies at generation time, also not under vLLM. Their token mean is logged as
+            Compute the exact full-vocabulary entropy of every rollout token with the policy that generated it (read
+            off the generation logits, or TRL's old-log-prob pass, or one no-grad forward: see
+            `rollout_entropy_source`). TRL computes no entropies at generation time, also not under vLLM. Their token mean is logged as
             `rollout/entropy`, and reward augmentations receive them (HEAL's EDA reward switches this on itself).
         rollout_entropy_source (`str`, *optional*, defaults to `"auto"`):
             Where rollout entropies come from. `"auto"`: TRL's old-log-prob pass when it runs; else, when transformers
@@ -60,8 +60,8 @@ class EntropyGRPOConfig(GRPOConfig):
     rollout_entropy: bool = field(
         default=False,
         metadata={
-            "help": "Compute exact per-token entropies of every rollout with the policy that generated it (one no-grad "
-            "forward per generation batch, shared with TRL's old-log-prob pass when that runs)."
+            "help": "Compute exact per-token entropies of every rollout with the policy that generated it (from the "
+            "generation logits, TRL's old-log-prob pass or one no-grad forward; see rollout_entropy_source)."
         },
     )
 
