@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from healtrl._prompts import eos_token_ids, is_conversational
+from healtrl._prompts import tokenize_prompts as _tokenize_prompts
 from healtrl.functional.evaluation import pass_at_k
 
 __all__ = [
@@ -273,42 +275,18 @@ class EvalResults:
 # ----------------------------------------------------------------------------------------------------------------
 # Generation
 # ----------------------------------------------------------------------------------------------------------------
-def _is_conversational(prompt) -> bool:
-    return isinstance(prompt, (list, tuple)) and len(prompt) > 0 and isinstance(prompt[0], dict) and "role" in prompt[0]
-
-
 def tokenize_prompts(tokenizer, prompts: Sequence) -> list[list[int]]:
     """Prompt token ids as TRL's GRPOTrainer builds them for generation.
 
     Conversational prompts (`[{"role": "user", "content": ...}]`) go through the chat template with the generation
     prompt appended; plain-text prompts are tokenized as they are.
     """
-    prompts = list(prompts)
-    if not prompts:
-        return []
-    if _is_conversational(prompts[0]):
-        if getattr(tokenizer, "chat_template", None) is None:
-            raise ValueError(
-                "The prompts are conversations but the tokenizer has no chat template. Evaluate a model whose tokenizer "
-                "has one (instruct and most base checkpoints do), or set `tokenizer.chat_template`."
-            )
-        encoded = tokenizer.apply_chat_template(prompts, add_generation_prompt=True, tokenize=True, return_dict=True)
-        return [list(ids) for ids in encoded["input_ids"]]
-    return [list(ids) for ids in tokenizer(text=prompts)["input_ids"]]
-
-
-def _eos_token_ids(tokenizer, model=None) -> list[int]:
-    """End-of-sequence ids: the tokenizer's, plus those of the model's generation config."""
-    ids = []
-    if tokenizer.eos_token_id is not None:
-        ids.append(int(tokenizer.eos_token_id))
-    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if config_eos is not None:
-        ids += [int(i) for i in (config_eos if isinstance(config_eos, (list, tuple)) else [config_eos])]
-    ids = list(dict.fromkeys(ids))
-    if not ids:
-        raise ValueError("Neither the tokenizer nor the model's generation config names an end-of-sequence token.")
-    return ids
+    return _tokenize_prompts(
+        tokenizer,
+        prompts,
+        no_template_hint="Evaluate a model whose tokenizer has one (instruct and most base checkpoints do), or set "
+        "`tokenizer.chat_template`.",
+    )
 
 
 def _progress(total: int, desc: str, enabled: bool):
@@ -333,7 +311,7 @@ class TransformersGenerator:
     def __init__(self, model, tokenizer):
         self.model = model
         self.tokenizer = tokenizer
-        self.eos_token_ids = _eos_token_ids(tokenizer, model)
+        self.eos_token_ids = eos_token_ids(tokenizer, model)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_ids[0]
         self.pad_token_id = int(pad)
 
@@ -504,7 +482,7 @@ def score_completions(
         prompts, texts, ids = [], [], []
         kwargs: dict[str, list] = {c: [] for c in columns}
         for row, problem_completions in zip(rows, batch):
-            conversational = _is_conversational(row["prompt"])
+            conversational = is_conversational(row["prompt"])
             for completion in problem_completions:
                 prompts.append(row["prompt"])
                 texts.append([{"role": "assistant", "content": completion.text}] if conversational else completion.text)

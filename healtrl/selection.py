@@ -48,6 +48,7 @@ from contextlib import contextmanager
 
 import torch
 
+from healtrl._prompts import eos_token_ids, is_conversational, tokenize_prompts
 from healtrl.functional.selection import selection_scores
 
 __all__ = [
@@ -246,39 +247,21 @@ class _PromptBuilder:
         return text if self.raw else [{"role": "user", "content": text}]
 
 
-def _is_conversation(prompt) -> bool:
-    return isinstance(prompt, list) and all(isinstance(m, Mapping) and "role" in m for m in prompt)
-
-
 def _prompt_hash(prompt) -> str:
     return hashlib.sha256(json.dumps(prompt, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _tokenize_prompts(tokenizer, prompts: list) -> list[list[int]]:
-    """Prompt token ids as TRL makes them: the chat template for conversations, the tokenizer for strings."""
-    conversational = [_is_conversation(p) for p in prompts]
-    if all(conversational):
-        if getattr(tokenizer, "chat_template", None) is None:
-            raise SelectionError(
-                "The prompts are conversations, but the model's tokenizer has no chat template. Use --raw_prompt "
-                "(prompt text used as it is) with --question_column / --prompt_template, or a chat model."
-            )
-        encoded = tokenizer.apply_chat_template(
-            conversation=prompts, add_generation_prompt=True, tokenize=True, return_dict=True
-        )["input_ids"]
-    elif not any(conversational) and all(isinstance(p, str) for p in prompts):
-        encoded = tokenizer(text=prompts)["input_ids"]
-    else:
-        kinds = sorted({type(p).__name__ for p in prompts})
-        raise SelectionError(
-            "Every prompt must be a string or a conversation (a list of {'role', 'content'} messages), all of one "
-            f"kind; got {kinds}."
+    """Prompt token ids as TRL makes them (`healtrl._prompts.tokenize_prompts`), errors as `SelectionError`."""
+    try:
+        return tokenize_prompts(
+            tokenizer,
+            prompts,
+            no_template_hint="Use --raw_prompt (prompt text used as it is) with --question_column / "
+            "--prompt_template, or a chat model.",
         )
-    encoded = [list(ids) for ids in encoded]
-    empty = [i for i, ids in enumerate(encoded) if not ids]
-    if empty:
-        raise SelectionError(f"The prompt {prompts[empty[0]]!r} has no tokens: every prompt needs at least one.")
-    return encoded
+    except ValueError as exc:
+        raise SelectionError(str(exc)) from exc
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -290,14 +273,12 @@ def _derive_seed(seed: int, kind: str, index: int) -> int:
 
 
 def _eos_token_ids(model, tokenizer) -> list[int]:
-    """Every eos id the model declares, plus the tokenizer's (as TRL's GRPOTrainer collects them)."""
-    ids = getattr(model.generation_config, "eos_token_id", None)
-    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
-    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
-        ids = [tokenizer.eos_token_id, *ids]
-    if not ids:
-        raise SelectionError("Neither the model's generation config nor its tokenizer declares an eos token.")
-    return ids
+    """Every eos id the tokenizer and the model declare (`healtrl._prompts.eos_token_ids`), errors as
+    `SelectionError`."""
+    try:
+        return eos_token_ids(tokenizer, model)
+    except ValueError as exc:
+        raise SelectionError(str(exc)) from exc
 
 
 def _cut_at_eos(ids: Sequence[int], eos_ids: set[int]) -> list[int]:
@@ -848,7 +829,7 @@ def _score_batch(
     flat_prompt_ids = [p for p in prompt_ids for _ in range(num_rollouts)]
     flat_ids = [ids for per_question in completion_ids for ids in per_question]
     texts = tokenizer.batch_decode(flat_ids, skip_special_tokens=True)
-    conversational = _is_conversation(batch_prompts[0])
+    conversational = is_conversational(batch_prompts[0])
     completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
     rows = [pool[i] for i in batch]
     columns = {name: [row[col] for row in rows for _ in range(num_rollouts)] for name, col in reward_mapping.items()}
