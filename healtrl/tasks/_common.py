@@ -139,3 +139,15 @@ def build(dataset, row: Callable[[dict], dict | None], task: str, extra_features
         features.setdefault(key, datasets.Value("string"))
     columns = {key: [record.get(key) for record in records] for key in features}
     return datasets.Dataset.from_dict(columns, features=datasets.Features(features))
+
+
+def reject_column_mapping(spec, question_column, answer_column, why: str = "") -> None:
+    """Tasks whose source format is fixed take no `question_column` / `answer_column`; `why` ends the message."""
+    if question_column or answer_column:
+        raise ValueError(f"Task '{spec.name}' takes no column mapping{why}.")
+
+
+def require_test_split(spec, split: str) -> None:
+    """Tasks whose source has one split, 'test'."""
+    if split != "test":
+        raise ValueError(f"Task '{spec.name}' has one split, 'test'; got '{split}'.")

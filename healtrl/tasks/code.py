@@ -16,7 +16,7 @@ import json
 import pickle
 import zlib
 
-from ._common import build, load_source, require_columns, subset, user_prompt
+from ._common import build, load_source, reject_column_mapping, require_columns, require_test_split, subset, user_prompt
 
 HUMANEVAL_INSTRUCTION = (
     "Please provide a self-contained Python script that solves the following problem in a markdown code block:\n"
@@ -52,7 +52,7 @@ def humaneval_row(example) -> dict | None:
 def load_humanevalplus(spec, split, path, *, num_samples=None, seed=0, question_column=None, answer_column=None):
     """HumanEval+ (EvalPlus): columns task_id, prompt, canonical_solution, entry_point, test (its `check` holds the
     extra tests)."""
-    _no_mapping(spec, question_column, answer_column)
+    reject_column_mapping(spec, question_column, answer_column, ": its rows need the dataset's own test columns")
     data = load_source(spec, split, path)
     require_columns(data, ["prompt", "test", "entry_point"], spec.name)
     return build(subset(data, num_samples, seed), humaneval_row, spec.name)
@@ -110,18 +110,12 @@ def load_livecodebench(
     spec, split, path, *, releases, num_samples=None, seed=0, question_column=None, answer_column=None
 ):
     """LiveCodeBench code generation: the jsonl files of the given releases of livecodebench/code_generation_lite."""
-    _no_mapping(spec, question_column, answer_column)
-    if split != "test":
-        raise ValueError(f"Task '{spec.name}' has one split, 'test'; got '{split}'.")
+    reject_column_mapping(spec, question_column, answer_column, ": its rows need the dataset's own test columns")
+    require_test_split(spec, split)
     files = None if path is not None else [LCB_RELEASE_FILES[r] for r in releases]
     data = load_source(spec, split, path, data_files=files)
     require_columns(data, ["question_content", "public_test_cases"], spec.name)
     return build(subset(data, num_samples, seed), lcb_row, spec.name)
-
-
-def _no_mapping(spec, question_column, answer_column):
-    if question_column or answer_column:
-        raise ValueError(f"Task '{spec.name}' takes no column mapping: its rows need the dataset's own test columns.")
 
 
 def register(register_task, TaskSpec) -> None:

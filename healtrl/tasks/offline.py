@@ -23,7 +23,15 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
-from ._common import build, math_prompt, mc_prompt, subset, user_prompt
+from ._common import (
+    build,
+    math_prompt,
+    mc_prompt,
+    reject_column_mapping,
+    require_test_split,
+    subset,
+    user_prompt,
+)
 
 BIGBENCH_VERSION = "1.0.0"
 BIGBENCH_SHA256 = "1bb398a5512c6d798cdebe0dfa0ac03f67f6033fa6b39c6ef71df978c7cbc5c2"
@@ -201,8 +209,7 @@ def _bigbench_split(n: int, split: str, task: str) -> list[int]:
 def load_bigbench(spec, split, path, *, task, num_samples=None, seed=0, question_column=None, answer_column=None):
     """A BIG-bench multiple-choice JSON task (`examples` with `input` and `target_scores`), as lettered options; the
     option scored 1 is the answer. `path` is a task.json of that format."""
-    if question_column or answer_column:
-        raise ValueError(f"Task '{spec.name}' takes no column mapping (BIG-bench's format is fixed).")
+    reject_column_mapping(spec, question_column, answer_column, " (BIG-bench's format is fixed)")
     file = Path(path).expanduser() if path is not None else fetch_bigbench_task(task)
     try:
         examples = json.loads(Path(file).read_text(encoding="utf-8"))["examples"]
@@ -271,10 +278,8 @@ def load_champ(spec, split, path, *, num_samples=None, seed=0, question_column=N
     """CHAMP's 270 competition problems with final answers (`champ_dataset/dataset_files/v0.json`, read in place);
     `path` is a file of that format. `answer` is the verifiable part of the answer sentence (`champ_answer`),
     `answer_text` the sentence."""
-    if question_column or answer_column:
-        raise ValueError(f"Task '{spec.name}' takes no column mapping.")
-    if split != "test":
-        raise ValueError(f"Task '{spec.name}' has one split, 'test'; got '{split}'.")
+    reject_column_mapping(spec, question_column, answer_column)
+    require_test_split(spec, split)
     file = (
         Path(path)
         if path is not None
@@ -310,10 +315,8 @@ def load_human_eval(spec, split, path, *, num_samples=None, seed=0, question_col
     is a .jsonl or .jsonl.gz of that format (Hub openai/openai_humaneval has the same columns)."""
     from .code import humaneval_row
 
-    if question_column or answer_column:
-        raise ValueError(f"Task '{spec.name}' takes no column mapping.")
-    if split != "test":
-        raise ValueError(f"Task '{spec.name}' has one split, 'test'; got '{split}'.")
+    reject_column_mapping(spec, question_column, answer_column)
+    require_test_split(spec, split)
     file = (
         Path(path)
         if path is not None
