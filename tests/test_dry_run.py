@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from healtrl.cli import dry_run, main, train_main
+from tests.test_config import base_config
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
@@ -148,19 +149,7 @@ def test_dry_run_from_the_command_line_offline(tmp_path):
 
 
 def toy_config(tmp_path, **extra) -> str:
-    data = {
-        "trainer": "grpo",
-        "model_name_or_path": "healtrl-toy/qwen2-add",
-        "dataset_name": "healtrl-toy/add",
-        "reward_funcs": ["toy"],
-        "output_dir": str(tmp_path / "out"),
-        "use_cpu": True,
-        "per_device_train_batch_size": 16,
-        "num_generations": 8,
-        "report_to": "none",
-        "activation_checkpointing": False,
-    }
-    data.update(extra)
+    data = base_config(tmp_path, **extra)
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path)

@@ -15,7 +15,7 @@ from trl import GRPOConfig, GRPOTrainer
 from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer
 from healtrl._compat import MissingExtraError, UnsupportedVersionError, check_trl_version, is_available
 from healtrl.toy.tasks import toy_reward
-from tests.helpers import build_trainer, digit_reward, loss_and_grads, next_inputs, tiny_dataset
+from tests.helpers import build_trainer, digit_reward, loss_and_grads, next_inputs, reference_stats, tiny_dataset
 
 
 def count_forwards(model):
@@ -145,13 +145,7 @@ class EntropyProbe(DigitBonus):
 
 def reference_rollout_entropies(trainer, inputs):
     """Full-vocabulary entropies of the completions under `trainer.model`, from plain logits (float64)."""
-    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
-    attn = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-    with torch.no_grad():
-        logits = trainer.model(input_ids=ids, attention_mask=attn).logits.double()
-    logits = logits[:, inputs["prompt_ids"].size(1) - 1 : -1] / trainer.temperature
-    logp = torch.log_softmax(logits, dim=-1)
-    return -(logp.exp() * logp).sum(-1) * inputs["completion_mask"]
+    return reference_stats(trainer, inputs)[1] * inputs["completion_mask"]
 
 
 def generate_counting_forwards(trainer):
