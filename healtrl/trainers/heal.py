@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..functional.eda import eda_rewards
 from ._mixing import DomainShareSampler, OrderedRepeatSampler, combine_domains, interleave_order
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, RolloutBatch
 
@@ -297,21 +298,19 @@ class HEALTrainer(EntropyGRPOTrainer):
 
     # -- lever 3: the EDA reward -----------------------------------------------------------------------------------
     def augment_rewards(self, rollouts: RolloutBatch) -> dict[str, torch.Tensor]:
-        from ..functional.eda import eda_rewards
-
+        entropies, mask = rollouts.entropies, rollouts.entropy_mask  # zero past each completion's end
         domains = rollouts.column(self.args.domain_column)
-        is_target = torch.tensor([d == self.args.target_domain for d in domains], dtype=torch.bool)
-        entropies, mask = rollouts.entropies, rollouts.entropy_mask
+        is_target = torch.tensor([d == self.args.target_domain for d in domains], device=entropies.device)
         reward, stats = eda_rewards(
-            entropies * mask,
-            is_target.to(entropies.device),
+            entropies,
+            is_target,
             lengths=mask.sum(dim=1).long(),
             similarity=self.args.eda_similarity,
             mode=self.args.eda_mode,
             min_length=self.args.eda_min_length,
             return_stats=True,
         )
-        self._log_domains(rollouts, is_target.to(entropies.device), reward, stats)
+        self._log_domains(rollouts, is_target, reward, stats)
         return {EDA_COLUMN: reward}
 
     def _log_domains(self, rollouts: RolloutBatch, is_target, reward, stats) -> None:
