@@ -150,6 +150,36 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
 
     config_class = AERConfig
     _tag_names = ["trl", "grpo", "healtrl", "aer"]
+    _name = "AER"
+    # aer.txt: title and authors from its first lines; no arXiv id in the text.
+    _paper = {
+        "title": "Revisiting Entropy Regularization: Adaptive Coefficient Unlocks Its Potential for LLM Reinforcement "
+        "Learning",
+        "id": None,
+        "citation": (
+            "@misc{zhang_aer,\n"
+            "    title  = {{Revisiting Entropy Regularization: Adaptive Coefficient Unlocks Its Potential for LLM Reinforcement Learning}},\n"
+            "    author = {Xiaoyun Zhang and Xiaojian Yuan and Di Huang and Wang You and Chen Hu and Jingqing Ruan and Kejiang Chen and Xing Hu},\n"
+            "}"
+        ),
+    }
+    _card_description = (
+        "Adaptive Entropy Regularization: GRPO plus an entropy bonus whose per-prompt coefficient grows as the "
+        "prompt's group accuracy falls below rho (eq. 8-9), scaled by a global alpha that a sign rule (eq. 11) steers "
+        "so the policy entropy settles at tau times its initial value (eq. 10)."
+    )
+    _card_method_fields = (
+        "tau",
+        "rho",
+        "eta",
+        "alpha_init",
+        "initial_entropy",
+        "initial_entropy_prompts",
+        "eps",
+        "accuracy_reward",
+        "correct_threshold",
+    )
+    _card_summary_keys = ("aer/alpha", "aer/target_entropy")
 
     def __init__(self, model, reward_funcs=None, args: AERConfig | None = None, train_dataset=None, **kwargs):
         if args is not None and not isinstance(args, AERConfig):

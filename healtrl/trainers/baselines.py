@@ -120,6 +120,72 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
     """
 
     config_class = GRPOBaselineConfig
+    _name = "GRPO"
+    _paper = EntropyGRPOTrainer._paper
+    # The method of the card follows `entropy_method`. Papers as cited in aer.txt / heal.txt's references: Cui et al.
+    # 2025b (arXiv:2505.22617) and Cheng et al. 2025 (arXiv:2506.14758).
+    _cov_paper = {
+        "title": "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models",
+        "id": "2505.22617",
+        "citation": (
+            "@article{cui2025entropy,\n"
+            "    title   = {{The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models}},\n"
+            "    author  = {Ganqu Cui and Yuchen Zhang and Jiacheng Chen and Lifan Yuan and Zhi Wang and Yuxin Zuo and Haozhan Li and Yuchen Fan and Huayu Chen and Weize Chen and others},\n"
+            "    journal = {arXiv preprint arXiv:2505.22617},\n"
+            "    year    = {2025},\n"
+            "}"
+        ),
+    }
+    _card_variant_field = "entropy_method"
+    _card_variants = {
+        "none": {},
+        "clip_cov": {
+            "name": "Clip-Cov",
+            "paper": _cov_paper,
+            "description": (
+                "GRPO in which a few randomly drawn tokens (a share clip_cov_ratio) among those whose covariance "
+                "between log-probability and advantage lies in (clip_cov_lb, clip_cov_ub) are left out of the "
+                "policy-gradient loss, so that the high-covariance tokens that drive entropy collapse stop doing so."
+            ),
+            "fields": ["clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"],
+            "summary_keys": ["cov/selected_tokens"],
+            "tags": ["clip-cov"],
+        },
+        "kl_cov": {
+            "name": "KL-Cov",
+            "paper": _cov_paper,
+            "description": (
+                "GRPO with a KL penalty kl_cov_coef * |log p - log p_old| on the tokens (a share kl_cov_ratio) with "
+                "the largest covariance between log-probability and advantage, the tokens that drive entropy collapse."
+            ),
+            "fields": ["kl_cov_ratio", "kl_cov_coef"],
+            "summary_keys": ["cov/kl_penalty"],
+            "tags": ["kl-cov"],
+        },
+        "entropy_adv": {
+            "name": "Entropy-Adv",
+            "paper": {
+                "title": "Reasoning with Exploration: An Entropy Perspective",
+                "id": "2506.14758",
+                "citation": (
+                    "@article{cheng2025reasoning,\n"
+                    "    title   = {{Reasoning with Exploration: An Entropy Perspective}},\n"
+                    "    author  = {Daixuan Cheng and Shaohan Huang and Xuekai Zhu and Bo Dai and Wayne Xin Zhao and Zhenliang Zhang and Furu Wei},\n"
+                    "    journal = {arXiv preprint arXiv:2506.14758},\n"
+                    "    year    = {2025},\n"
+                    "}"
+                ),
+            },
+            "description": (
+                "GRPO whose per-token advantage gets an entropy bonus min(alpha * H_t, |A_t| / kappa) (H_t detached), "
+                "so that high-entropy, exploratory tokens are reinforced more; the cap keeps the sign of A_t when "
+                "kappa > 1."
+            ),
+            "fields": ["entropy_adv_alpha", "entropy_adv_kappa"],
+            "summary_keys": ["entropy_adv/bonus"],
+            "tags": ["entropy-adv"],
+        },
+    }
 
     def __init__(self, model, reward_funcs=None, args: GRPOBaselineConfig | None = None, train_dataset=None, **kwargs):
         if args is not None and not isinstance(args, GRPOBaselineConfig):

@@ -195,7 +195,30 @@ class HEALTrainer(EntropyGRPOTrainer):
                 author       = {Zhanyu Liu and Qingguo Hu and Ante Wang and Chenqing Liu and Zhishang Xiang and Hui Li and Delai Qiu and Jinsong Su},
                 howpublished = {\\url{https://github.com/XMUDeepLIT/HEAL}},
             }"""),
+        "url": "https://github.com/XMUDeepLIT/HEAL",
     }
+    _card_description = (
+        "Hybrid-domain Entropy dynamics ALignment for few-shot RLVR: the few target-domain prompts are mixed with "
+        "general-domain prompts (picked by uncertainty x diversity, eq. 1), and the Entropy Dynamics Alignment reward "
+        "(eq. 2-4) gives +1 to a target rollout whose token-entropy sequence is closer to a general rollout's than to "
+        "every other target rollout's, added to the accuracy reward (eq. 5)."
+    )
+    _card_method_fields = (
+        "general_dataset_name",
+        "num_general_samples",
+        "mixing",
+        "interleave_chunks",
+        "general_share",
+        "eda_weight",
+        "eda_similarity",
+        "eda_mode",
+        "eda_min_length",
+        "domain_column",
+        "target_domain",
+        "general_domain",
+    )
+    _card_dataset_fields = ("general_dataset_name",)
+    _card_summary_keys = ("heal/entropy_target", "heal/entropy_general", "heal/eda_rate")
 
     def __init__(
         self, model, reward_funcs=None, args: HEALConfig | None = None, train_dataset=None, general_dataset=None, **kw

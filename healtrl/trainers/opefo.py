@@ -146,6 +146,32 @@ class OPEFOTrainer(EntropyGRPOTrainer):
 
     _tag_names = ["trl", "grpo", "healtrl", "opefo"]
     config_class = OPEFOConfig
+    _name = "OPEFO"
+    # opefo.txt: an anonymous ACL submission (no authors, no arXiv id in the text).
+    _paper = {
+        "title": "Understanding and Preventing Entropy Collapse in RLVR with On-Policy Entropy Flow Optimization",
+        "id": None,
+        "citation": (
+            "@misc{opefo,\n"
+            "    title  = {{Understanding and Preventing Entropy Collapse in RLVR with On-Policy Entropy Flow Optimization}},\n"
+            "    author = {Anonymous},\n"
+            "    note   = {Anonymous ACL submission},\n"
+            "}"
+        ),
+    }
+    _card_description = (
+        "On-Policy Entropy Flow Optimization: strictly on-policy GRPO in which every token's predicted entropy change "
+        "(eq. 6) puts it among the entropy-increasing or -decreasing tokens; their updates are scaled by (1 + lambda) "
+        "and (1 - lambda) (eq. 7), with lambda (eq. 9) chosen so the entropy flow of each update batch balances."
+    )
+    _card_method_fields = (
+        "entropy_change_estimator",
+        "lambda_mode",
+        "static_lambda",
+        "balance_sides",
+        "lambda_eps",
+    )
+    _card_summary_keys = ("opefo/lambda",)
 
     def __init__(self, model, reward_funcs=None, args: OPEFOConfig | None = None, train_dataset=None, **kwargs):
         if args is not None and not isinstance(args, OPEFOConfig):

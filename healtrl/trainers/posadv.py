@@ -124,6 +124,25 @@ class PosAdvTrainer(EntropyControlMixin, EntropyGRPOTrainer):
 
     config_class = PosAdvConfig
     _tag_names = ["trl", "grpo", "healtrl", "posadv"]
+    _name = "Pos-Adv-Reweight"
+    # posadv.txt: title and authors from its first lines; no arXiv id in the text.
+    _paper = {
+        "title": "Revisiting Entropy in Reinforcement Learning for Large Reasoning Models",
+        "id": None,
+        "citation": (
+            "@misc{jin_posadv,\n"
+            "    title  = {{Revisiting Entropy in Reinforcement Learning for Large Reasoning Models}},\n"
+            "    author = {Renren Jin and Pengzhi Gao and Yuqi Ren and Zhuowen Han and Tongxuan Zhang and Wuwei Huang and Wei Liu and Jian Luan and Deyi Xiong},\n"
+            "}"
+        ),
+    }
+    _card_description = (
+        "Positive-Advantage Reweighting: tokens with a positive advantage drive entropy collapse, so GRPO's loss on "
+        "them is multiplied by a weight lambda in [0, 1] that follows a schedule (entropy-guided, eq. 5: lambda rises "
+        "by Delta while the entropy is above delta and falls otherwise; or stage, epoch, constant)."
+    )
+    _card_method_fields = ("schedule", "lambda_init", "entropy_threshold", "lambda_step", "rand_pos_clip_ratio")
+    _card_summary_keys = ("posadv/lambda",)
 
     def __init__(self, model, reward_funcs=None, args: PosAdvConfig | None = None, train_dataset=None, **kwargs):
         if args is not None and not isinstance(args, PosAdvConfig):
