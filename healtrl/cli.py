@@ -2,7 +2,7 @@
 
 ```bash
 healtrl train --config configs/toy_grpo.yaml --max_steps 50     # same as: python train.py --config ... --max_steps 50
-healtrl train                                                   # the embedded default (configs/toy_grpo.yaml)
+healtrl train                                                   # the main job: HEAL vs GRPO (healtrl/main_job.py)
 python train.py --config configs/aer_qwen3_4b_deepscaler.yaml --dry_run --num_processes 32   # check, do not train
 healtrl eval --model outputs/toy_grpo --tasks toy-add --k 8 --max_new_tokens 4
 accelerate launch --config_file configs/accelerate/ddp_8gpu.yaml train.py --config my_run.yaml
@@ -158,6 +158,16 @@ def write_run_files(trainer, resolved: ResolvedConfig, output_dir: str) -> None:
         f.write(resolved.to_yaml())
 
 
+def _card_dataset_name(name: str) -> str:
+    """The dataset name shown in the model card: a `task:<name>` dataset by its Hub id when it has one."""
+    task = _task_name(name)
+    if task is None:
+        return name
+    from healtrl.tasks import get_task
+
+    return get_task(task).hub_id or name  # the data loaded, so the task exists
+
+
 def run_training(resolved: ResolvedConfig):
     """Build everything `resolved` describes, train, save, and return the trainer."""
     script_args, model_args, trainer_args = resolved.script_args, resolved.model_args, resolved.trainer_args
@@ -193,6 +203,10 @@ def run_training(resolved: ResolvedConfig):
         peft_config=get_peft_config(model_args) if model_args.use_peft else None,
         quantization_config=get_quantization_config(model_args),
     )
+    # The model card names what the user named (a Hub id, a toy name), not resolved cache paths.
+    trainer.model_card_base_model = model_args.model_name_or_path
+    names = [script_args.dataset_name, getattr(trainer_args, "general_dataset_name", None)]
+    trainer.model_card_datasets = [_card_dataset_name(name) for name in names if name]
     if script_args.eval_tasks:
         trainer.add_callback(periodic_eval_callback(script_args, trainer_args, trainer))
     trainer.train(resume_from_checkpoint=trainer_args.resume_from_checkpoint)
@@ -267,9 +281,14 @@ def _pop_dry_run(argv: list[str]) -> tuple[list[str], bool, int | None]:
     return rest, dry, num_processes
 
 
+def _names_config(argv: list[str]) -> bool:
+    return any(word == "--config" or word.startswith("--config=") for word in argv)
+
+
 def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
     """`python train.py [--config CONFIG.yaml] [--key VALUE ...] [--dry_run [--num_processes N]]`: returns the process
-    exit code."""
+    exit code. Without `--config` it runs the main job (`healtrl.main_job`: HEAL next to few-shot GRPO on the toy world,
+    the overrides applied to both); `--dry_run` without `--config` checks the main job's HEAL config."""
     from healtrl._compat import MissingExtraError
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -279,6 +298,13 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
         return _error(str(exc))
     if dry:
         return dry_run(argv, prog=prog, num_processes=num_processes)
+    if not _names_config(argv) and not any(word in ("-h", "--help") for word in argv):
+        from healtrl.main_job import run_main_job
+
+        try:
+            return run_main_job(argv, prog=prog)
+        except (ConfigError, MissingExtraError) as exc:
+            return _error(str(exc))
     try:
         resolved = resolve(argv, default=DEFAULT_CONFIG_YAML, prog=prog)
         trainer = run_training(resolved)

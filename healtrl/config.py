@@ -14,8 +14,9 @@ learning_rate: 5.0e-4                      # -> the trainer's config class (e.g.
 and returns `(script_args, model_args, trainer_args, trainer_name)`. Unlike `trl.TrlParser` every mistake is a
 `ConfigError` naming the field, where it was set and how to fix it: unknown keys (with close matches), values of the
 wrong type (with the expected type), a missing or unknown trainer (with the available ones). `--help` lists the fields
-of the chosen trainer. Without `--config`, `train.py` runs the embedded default, `DEFAULT_CONFIG_YAML`, a copy of
-`configs/toy_grpo.yaml` kept in code so that a bare `python train.py` works from any directory.
+of the chosen trainer. Without `--config`, `train.py` runs the main job (`healtrl.main_job`), whose HEAL run is the
+embedded default, `DEFAULT_CONFIG_YAML`, a copy of `configs/main.yaml` kept in code so that a bare `python train.py`
+works from any directory.
 
 Values given on the command line are parsed with `yaml.safe_load` (so `--lr_scheduler_type cosine`, `--bf16 true`,
 `--reward_funcs [toy,other]` and `--reward_funcs toy,other` all work) and then coerced to the field's type hint; a
@@ -60,30 +61,38 @@ class ConfigError(ValueError):
 # ----------------------------------------------------------------------------------------------------------------
 # The embedded default run
 # ----------------------------------------------------------------------------------------------------------------
-DEFAULT_CONFIG_NAME = "configs/toy_grpo.yaml"
+DEFAULT_CONFIG_NAME = "configs/main.yaml"
 
-# Keep in sync with configs/toy_grpo.yaml (tests/test_config.py checks that both parse to the same values).
+# Keep in sync with configs/main.yaml (tests/test_main_job.py checks that both parse to the same values). A bare
+# `python train.py` runs it as step 2 of the main job (healtrl/main_job.py), after the selection that writes
+# outputs/main/select/selected.
 DEFAULT_CONFIG_YAML = """\
-trainer: grpo
+trainer: heal
 
-# Model: a tiny Qwen2 (2 layers, width 128) warmed up on single-digit addition; built offline and cached on first use.
-model_name_or_path: healtrl-toy/qwen2-add
+# A tiny Qwen2 warmed up on addition and max-of-two (about 20% sampled accuracy), built offline on first use.
+model_name_or_path: healtrl-toy/qwen2-add+compare
 dtype: float32
 
-# Data and reward: "3+5=" -> "8", scored by exact match against the `answer` column.
+# Target: 8 distinct additions ("3+5=" -> "8"); general: the selected max-of-two questions. Exact-match reward.
 dataset_name: healtrl-toy/add
+num_train_samples: 8
+general_dataset_name: outputs/main/select/selected
 reward_funcs: [toy]
-num_train_samples: 1000
 torch_num_threads: 1          # a model this small runs fastest on one thread
 
+# HEAL
+mixing: shuffle
+eda_weight: 1.0
+eda_similarity: kl
+eda_mode: paper
+
 # GRPO: 16 prompts x 8 generations per step, one optimizer step per generation batch.
-output_dir: outputs/toy_grpo
+output_dir: outputs/main/heal
 use_cpu: true
 seed: 0
 max_steps: 300
 learning_rate: 5.0e-4
 lr_scheduler_type: constant
-warmup_steps: 0
 per_device_train_batch_size: 128
 gradient_accumulation_steps: 1
 num_generations: 8
@@ -98,7 +107,7 @@ report_to: none
 
 
 def default_config() -> dict[str, Any]:
-    """The embedded default config (the content of `configs/toy_grpo.yaml`) as a mapping."""
+    """The embedded default config (the content of `configs/main.yaml`) as a mapping."""
     return yaml.safe_load(DEFAULT_CONFIG_YAML)
 
 

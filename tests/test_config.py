@@ -59,7 +59,7 @@ def base_config(tmp_path, **extra) -> dict:
 # Shipped files
 # ----------------------------------------------------------------------------------------------------------------
 def test_embedded_default_matches_configs_file():
-    assert yaml.safe_load((CONFIGS / "toy_grpo.yaml").read_text()) == yaml.safe_load(DEFAULT_CONFIG_YAML)
+    assert yaml.safe_load((CONFIGS / "main.yaml").read_text()) == yaml.safe_load(DEFAULT_CONFIG_YAML)
 
 
 @pytest.mark.parametrize("name", ["toy_grpo.yaml", "toy_grpo_lora.yaml", "smollm2_grpo.yaml"])
@@ -93,9 +93,10 @@ def test_accelerate_configs_load_with_accelerate_schema():
 # ----------------------------------------------------------------------------------------------------------------
 def test_without_config_the_embedded_default_runs():
     script_args, model_args, trainer_args, trainer = parse([])
-    assert trainer == "grpo"
-    assert model_args.model_name_or_path == "healtrl-toy/qwen2-add"
-    assert script_args.dataset_name == "healtrl-toy/add"
+    assert trainer == "heal"  # the main job's HEAL run (configs/main.yaml)
+    assert model_args.model_name_or_path == "healtrl-toy/qwen2-add+compare"
+    assert script_args.dataset_name == "healtrl-toy/add" and script_args.num_train_samples == 8
+    assert trainer_args.general_dataset_name == "outputs/main/select/selected"
     assert trainer_args.num_generations == 8 and trainer_args.per_device_train_batch_size == 128
     assert trainer_args.learning_rate == 5e-4 and trainer_args.use_cpu
 
@@ -286,7 +287,7 @@ def test_config_class_checks_become_config_errors(tmp_path):
     with pytest.raises(ConfigError) as info:
         parse(["--num_generations", "3"])
     message = str(info.value)
-    assert "GRPOBaselineConfig" in message and "`num_generations` = 3" in message and "command line" in message
+    assert "HEALConfig" in message and "`num_generations` = 3" in message and "command line" in message
 
 
 def test_missing_file_bad_yaml_and_stray_arguments(tmp_path):
@@ -357,7 +358,8 @@ def test_unknown_key_that_belongs_to_another_trainer(tmp_path):
     registry = dict(TRAINERS, other=(EntropyGRPOTrainer, OtherConfig))
     with pytest.raises(ConfigError, match=r"`special_coef`.*field of the trainer 'other'"):
         parse(["--special_coef", "0.5"], registry=registry)
-    _, _, args, _ = parse(["--trainer", "other", "--special_coef", "0.5"], registry=registry)
+    grpo_default = (CONFIGS / "toy_grpo.yaml").read_text()  # the main job's default is HEAL's, with HEAL-only keys
+    _, _, args, _ = parse(["--trainer", "other", "--special_coef", "0.5"], registry=registry, default=grpo_default)
     assert args.special_coef == 0.5
 
 

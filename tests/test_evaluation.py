@@ -387,7 +387,7 @@ def test_healtrl_eval_help(capsys):
 # ----------------------------------------------------------------------------------------------------------------
 # Periodic evaluation during training
 # ----------------------------------------------------------------------------------------------------------------
-QUICK = ["--max_steps", "4", "--logging_steps", "1", "--per_device_train_batch_size", "32", "--num_train_samples", "64",
+QUICK = ["--config", "configs/toy_grpo.yaml", "--max_steps", "4", "--logging_steps", "1", "--per_device_train_batch_size", "32", "--num_train_samples", "64",
          "--save_final_model", "false"]  # fmt: skip
 
 
@@ -441,8 +441,8 @@ out = sys.argv[1]
 args = ["--max_steps", "2", "--logging_steps", "1", "--per_device_train_batch_size", "16", "--num_train_samples", "32",
         "--save_final_model", "false", "--eval_tasks", "toy-add", "--eval_k", "4", "--eval_every_steps", "2",
         "--ddp_backend", "gloo", "--output_dir", out]
-from healtrl.config import DEFAULT_CONFIG_YAML
-trainer = run_training(resolve(args, default=DEFAULT_CONFIG_YAML))
+from tests.helpers import ROOT
+trainer = run_training(resolve(["--config", str(ROOT / "configs" / "toy_grpo.yaml"), *args]))
 callback = next(c for c in trainer.callback_handler.callbacks if isinstance(c, PeriodicEvalCallback))
 report = [{"step": step, "correct": r.tasks["toy-add"].correct, "metrics": r.tasks["toy-add"].metrics()}
           for step, r in callback.history]

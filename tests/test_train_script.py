@@ -20,7 +20,18 @@ from healtrl.cli import main
 REPO = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # A few steps of 4 prompts x 8 generations instead of the default run's 300 steps of 16 x 8.
-QUICK = ["--max_steps", "3", "--logging_steps", "1", "--per_device_train_batch_size", "32", "--num_train_samples", "64"]
+QUICK = [
+    "--config",
+    "configs/toy_grpo.yaml",
+    "--max_steps",
+    "3",
+    "--logging_steps",
+    "1",
+    "--per_device_train_batch_size",
+    "32",
+    "--num_train_samples",
+    "64",
+]
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +90,7 @@ def test_train_script_end_to_end(toy_model, tmp_path):
 
 def test_healtrl_train_with_lora_config(toy_model, tmp_path, restore_threads, capsys):
     out = tmp_path / "lora"
-    code = main(["train", "--config", "configs/toy_grpo_lora.yaml", *QUICK, "--output_dir", str(out)])
+    code = main(["train", *QUICK, "--config", "configs/toy_grpo_lora.yaml", "--output_dir", str(out)])
     assert code == 0
     assert (out / "adapter_config.json").exists() and (out / "adapter_model.safetensors").exists()
     assert (out / "curves.png").read_bytes()[:8] == PNG_SIGNATURE

@@ -20,6 +20,7 @@ refusing untested TRL releases.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import warnings
@@ -33,6 +34,7 @@ from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import pad
 
 from .._compat import check_report_to, require
+from ..model_card import CURVES_IMAGE, GRPO_PAPER
 from ._kernel_bridge import healtrl_lm_head, scatter_power_sums
 
 STATE_FILE = "healtrl_state.json"
@@ -198,6 +200,58 @@ class EntropyGRPOTrainer(GRPOTrainer):
     _tag_names = ["trl", "grpo", "healtrl"]
     config_class = EntropyGRPOConfig
 
+    # -- Model card (healtrl.model_card; written by `create_model_card` and `save_model`) ----------------------------
+    #: Method name and paper (`title`, arXiv `id` or None, BibTeX `citation`, optional `url`), as TRL's trainers.
+    _name = "GRPO"
+    _paper = GRPO_PAPER
+    #: Two lines explaining the method, shown under its name.
+    _card_description = (
+        "Group Relative Policy Optimization: every prompt gets a group of sampled completions scored by verifiable "
+        "rewards; each completion's advantage is its reward normalised within the group, and the policy takes a "
+        "clipped policy-gradient step on it, without a value model."
+    )
+    #: Config fields of the method's key hyper-parameters, listed (in this order) in the card.
+    _card_method_fields: tuple[str, ...] = ()
+    #: Config fields naming further training datasets (e.g. HEAL's `general_dataset_name`), listed with the datasets.
+    _card_dataset_fields: tuple[str, ...] = ()
+    #: Log keys whose first and final values the card reports, besides entropy and reward.
+    _card_summary_keys: tuple[str, ...] = ()
+    #: A trainer whose method depends on a config field (the `grpo` trainer's `entropy_method`) names the field here
+    #: and gives, per value, any of `name`, `paper`, `description`, `fields`, `summary_keys`, `tags` overriding the
+    #: class attributes (`fields` are listed after the variant field itself).
+    _card_variant_field: str | None = None
+    _card_variants: dict[str, dict[str, Any]] = {}
+    #: Shared GRPO fields listed in every card.
+    _card_shared_fields: tuple[str, ...] = (
+        "learning_rate",
+        "max_steps",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "num_generations",
+        "max_completion_length",
+        "temperature",
+        "beta",
+        "loss_type",
+        "epsilon",
+        "epsilon_high",
+        "num_iterations",
+        "seed",
+    )
+    #: TRL fields listed only when set to something other than their default (TRL's own entropy tools, etc.).
+    _card_optional_fields: tuple[str, ...] = (
+        "num_train_epochs",
+        "delta",
+        "scale_rewards",
+        "importance_sampling_level",
+        "mask_truncated_completions",
+        "top_entropy_quantile",
+        "entropy_coef",
+        "use_adaptive_entropy",
+        "entropy_target",
+        "top_p",
+        "use_vllm",
+    )
+
     #: Extra reward columns this trainer fills in `augment_rewards`: name -> weight in the summed reward.
     reward_augmentations: dict[str, float] = {}
 
@@ -207,9 +261,17 @@ class EntropyGRPOTrainer(GRPOTrainer):
                 f"{type(self).__name__} needs args of type {self.config_class.__name__} (got {type(args).__name__}). "
                 f"Build the config with healtrl.{self.config_class.__name__}(...)."
             )
+        #: Training datasets named in the model card (Hub ids go into its front matter). `None`: the training
+        #: dataset's `info.dataset_name` and the config fields in `_card_dataset_fields`.
+        self.model_card_datasets: list[str] | None = None
+        #: The base model named in the model card. `None`: the model config's `_name_or_path`.
+        self.model_card_base_model: str | None = None
+        info = getattr(train_dataset, "info", None)
+        self._card_train_dataset_name = getattr(info, "dataset_name", None)  # before `mix_datasets` replaces it
         if train_dataset is not None and args is not None:
             train_dataset = self.mix_datasets(train_dataset, args)
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
+        self._check_dataset_fills_a_batch()
 
         augmentations = self.get_reward_augmentations()
         for name, weight in augmentations.items():
@@ -241,6 +303,23 @@ class EntropyGRPOTrainer(GRPOTrainer):
     def mix_datasets(self, train_dataset, args: EntropyGRPOConfig):
         """Lever 4: return the training dataset to use. Called before TRL's constructor; do not use trainer state."""
         return train_dataset
+
+    def _check_dataset_fills_a_batch(self) -> None:
+        """TRL's sampler draws whole generation batches of distinct prompts and silently trains 0 steps on a dataset
+        smaller than one batch (a few-shot set): refuse that at construction instead."""
+        dataset = self.train_dataset
+        if dataset is None or not hasattr(dataset, "__len__"):  # none, or an iterable dataset
+            return
+        rows = len(dataset)
+        prompts = self.args.generation_batch_size // self.num_generations
+        if rows < prompts:
+            raise ValueError(
+                f"train_dataset has {rows} rows, fewer than the {prompts} distinct prompts of one generation batch "
+                f"(generation_batch_size {self.args.generation_batch_size} / num_generations {self.num_generations}); "
+                "TRL would train 0 steps. Lower per_device_train_batch_size (or steps_per_generation), raise "
+                f"num_generations to {self.args.generation_batch_size // max(rows, 1)} so that every batch holds each "
+                "prompt once, or add rows."
+            )
 
     def get_reward_augmentations(self) -> dict[str, float]:
         """Lever 3: the augmentation columns (name -> weight) this trainer adds. Defaults to `reward_augmentations`."""
@@ -520,6 +599,179 @@ class EntropyGRPOTrainer(GRPOTrainer):
                 )
             rewards_per_func[:, self.reward_func_names.index(name)] = values
         return rewards_per_func
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Model card
+    # ------------------------------------------------------------------------------------------------------------
+    def model_card_method(self) -> dict[str, Any]:
+        """The method this trainer runs, as its model card shows it.
+
+        Returns:
+            `{"name", "paper", "description", "fields", "summary_keys", "tags"}`: the class attributes `_name`,
+            `_paper`, `_card_description`, `_card_method_fields`, `_card_summary_keys` and `_tag_names`, overridden by
+            the entry of `_card_variants` that the config field `_card_variant_field` selects.
+        """
+        info = {
+            "name": self._name,
+            "paper": self._paper,
+            "description": self._card_description,
+            "fields": list(self._card_method_fields),
+            "summary_keys": list(self._card_summary_keys),
+            "tags": list(self._tag_names),
+        }
+        field_name = self._card_variant_field
+        if field_name is not None:
+            value = getattr(self.args, field_name, None)
+            if value is None:  # e.g. the `grpo` trainer given a plain EntropyGRPOConfig: its first variant
+                value = next(iter(self._card_variants))
+            if value not in self._card_variants:
+                raise ValueError(
+                    f"{type(self).__name__}._card_variants has no model-card entry for {field_name}={value!r}; add one "
+                    f"(known: {', '.join(self._card_variants)})."
+                )
+            variant = self._card_variants[value]
+            unknown = set(variant) - set(info)
+            if unknown:
+                raise ValueError(
+                    f"{type(self).__name__}._card_variants[{value!r}] has unknown keys {sorted(unknown)}; allowed: "
+                    f"{', '.join(info)}."
+                )
+            info.update(variant)
+            if hasattr(self.args, field_name):
+                info["fields"] = [field_name, *variant.get("fields", [])]
+            info["tags"] = list(dict.fromkeys([*self._tag_names, *variant.get("tags", [])]))
+        return info
+
+    def model_card_fields(self) -> list[str]:
+        """Names of the config fields of the method's key hyper-parameters, as listed in the model card."""
+        return list(self.model_card_method()["fields"])
+
+    def _model_card_hyperparameters(self, fields) -> dict[str, Any]:
+        missing = [name for name in fields if not hasattr(self.args, name)]
+        if missing:
+            raise AttributeError(
+                f"{type(self).__name__} lists {missing} as model-card fields, but {type(self.args).__name__} has no "
+                "such field. Fix the trainer's `_card_method_fields` / `_card_variants`."
+            )
+        return {name: getattr(self.args, name) for name in fields}
+
+    def _model_card_datasets(self, dataset_name) -> list[str]:
+        if dataset_name is not None:
+            return [dataset_name] if isinstance(dataset_name, str) else list(dataset_name)
+        if self.model_card_datasets is not None:
+            if isinstance(self.model_card_datasets, str):
+                raise TypeError(
+                    f"model_card_datasets must be a list of dataset names, got the string {self.model_card_datasets!r};"
+                    f" set it to [{self.model_card_datasets!r}]."
+                )
+            return list(self.model_card_datasets)
+        names = [self._card_train_dataset_name]
+        names += [getattr(self.args, name, None) for name in self._card_dataset_fields]
+        return [name for name in names if name]
+
+    def _write_model_card(self, directory: str, model_name=None, dataset_name=None, tags=None) -> str:
+        """Write README.md (and curves.png, when entropy or reward were logged) into `directory`; returns the card."""
+        from accelerate.utils import is_peft_model
+        from datasets import __version__ as datasets_version
+        from transformers import __version__ as transformers_version
+        from trl import __version__ as trl_version
+
+        from .. import __version__ as healtrl_version
+        from ..model_card import build_model_card, read_eval_results
+        from ..plotting import DEFAULT_PANELS, curve, plot_curves
+
+        method = self.model_card_method()
+        if model_name is None:  # as TRL's `_save_checkpoint` and transformers' `push_to_hub` name it
+            hub_id = self.args.hub_model_id
+            model_name = hub_id.split("/")[-1] if hub_id else os.path.basename(os.path.normpath(self.args.output_dir))
+        if tags is None:
+            tags = []
+        elif isinstance(tags, str):
+            tags = [tags]
+        tags = [*method["tags"], *tags]
+        model = self.accelerator.unwrap_model(self.model)
+        peft = is_peft_model(model)
+        base_model = self.model_card_base_model or getattr(model.config, "_name_or_path", None) or None
+        shared = self._model_card_hyperparameters(self._card_shared_fields)
+        defaults = {f.name: f.default for f in dataclasses.fields(self.args)}
+        for name in self._card_optional_fields:
+            if hasattr(self.args, name) and getattr(self.args, name) != defaults.get(name):
+                shared[name] = getattr(self.args, name)
+
+        os.makedirs(directory, exist_ok=True)
+        history = self.state.log_history
+        curves = None
+        if any(curve(history, keys)[1] for keys in DEFAULT_PANELS.values()):
+            plot_curves(history, os.path.join(directory, CURVES_IMAGE), title=f"{method['name']}: {model_name}")
+            curves = CURVES_IMAGE
+        versions = {
+            "healtrl": healtrl_version,
+            "TRL": trl_version,
+            "Transformers": transformers_version,
+            "PyTorch": torch.__version__,
+            "Datasets": datasets_version,
+        }
+        if peft:
+            from peft import __version__ as peft_version
+
+            versions["PEFT"] = peft_version
+        card = build_model_card(
+            model_name=model_name,
+            method=method["name"],
+            description=method["description"],
+            paper=method["paper"],
+            load_path=getattr(self, "hub_model_id", None) or directory,
+            base_model=base_model,
+            datasets=self._model_card_datasets(dataset_name),
+            method_hyperparameters=self._model_card_hyperparameters(method["fields"]),
+            training_hyperparameters=shared,
+            reward_functions=dict(zip(self.reward_func_names, self.reward_weights.tolist())),
+            log_history=history,
+            summary_keys=method["summary_keys"],
+            curves_image=curves,
+            eval_results=read_eval_results(directory),
+            is_peft=peft,
+            tags=tags,
+            trainer_name=type(self).__name__,
+            versions=versions,
+        )
+        with open(os.path.join(directory, "README.md"), "w", encoding="utf-8") as f:
+            f.write(card)
+        return card
+
+    def create_model_card(
+        self, model_name: str | None = None, dataset_name: str | list[str] | None = None, tags=None
+    ) -> None:
+        """Write the model card (`README.md`) and the entropy/reward curves (`curves.png`) into `args.output_dir`.
+
+        Called by TRL for every checkpoint and by `push_to_hub` before the upload; main process only. See
+        `healtrl.model_card.build_model_card` for the card's content.
+
+        Args:
+            model_name (`str`, *optional*):
+                Title of the card. Defaults to the name of `args.hub_model_id`, else of the output folder.
+            dataset_name (`str` or `list[str]`, *optional*):
+                Training datasets. Defaults to `self.model_card_datasets`, else the training dataset's
+                `info.dataset_name` (and the method's extra dataset fields, e.g. HEAL's `general_dataset_name`).
+            tags (`str` or `list[str]`, *optional*):
+                Hub tags added to the trainer's own (`trl`, `grpo`, `healtrl` and the method's).
+        """
+        if not self.is_world_process_zero():
+            return
+        self._write_model_card(self.args.output_dir, model_name=model_name, dataset_name=dataset_name, tags=tags)
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """Save the model as `transformers.Trainer.save_model` does, then write its model card into the same folder.
+
+        Args:
+            output_dir (`str`, *optional*):
+                Target folder. Defaults to `args.output_dir`.
+            _internal_call (`bool`, *optional*, defaults to `False`):
+                Set by the `Trainer` for its own calls (checkpoints, `push_to_hub`): no push to the Hub then.
+        """
+        super().save_model(output_dir, _internal_call)
+        if self.args.should_save:
+            self._write_model_card(output_dir if output_dir is not None else self.args.output_dir)
 
     # ------------------------------------------------------------------------------------------------------------
     # Checkpointed method state

@@ -1,0 +1,208 @@
+"""The main job: what a bare `python train.py` runs. HEAL next to few-shot GRPO on the toy world, one PNG.
+
+```bash
+python train.py                      # everything below, into outputs/main/ (about 3 minutes on 2 CPU cores)
+python train.py --max_steps 50       # overrides apply to both training runs
+python train.py --output_dir runs/x  # another root folder
+```
+
+1. `healtrl select` with `configs/main_select.yaml` (embedded here as `MAIN_SELECT_YAML`): the 32 general-domain
+   questions (toy `compare`) with the highest Uncertainty x Diversity (heal.txt eq. 1) -> `<root>/select/selected`.
+   Skipped when `--general_dataset_name` is given; resumed when an earlier run left its records.
+2. HEAL with `configs/main.yaml` (the embedded default, `healtrl.config.DEFAULT_CONFIG_YAML`): 8 target additions +
+   the selected general data + the EDA reward -> `<root>/heal`.
+3. GRPO with the same budget -> `<root>/grpo`: the same model, target data, steps, learning rate and rollouts per step
+   (`per_device_train_batch_size`), without the general data and the EDA reward. Every one of TRL's generation
+   batches must hold distinct prompts, and 8 target problems cannot fill the 16 prompts x 8 rollouts of HEAL's batch,
+   so GRPO samples all 8 problems every step with 16 rollouts each (128 rollouts per step, like HEAL). This is
+   `configs/baseline_few_shot_toy.yaml`.
+4. `<root>/heal_vs_grpo.png`: entropy and reward of the target-domain rollouts of both runs against the step, and a
+   summary table on stdout (the mean over the last `SUMMARY_WINDOW` logged steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+from typing import Any
+
+import yaml
+
+from healtrl.config import DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, resolve
+
+__all__ = ["MAIN_SELECT_YAML", "PANELS", "grpo_counterpart", "run_main_job", "summarize"]
+
+DEFAULT_ROOT = "outputs/main"
+PLOT_FILE = "heal_vs_grpo.png"
+SUMMARY_WINDOW = 10
+"""Logged steps averaged in the summary table (with logging_steps 5: the last 50 optimizer steps)."""
+
+# Keep in sync with configs/main_select.yaml (tests/test_main_job.py checks that both parse to the same values).
+MAIN_SELECT_YAML = """\
+model: healtrl-toy/qwen2-add+compare
+dtype: float32
+dataset: healtrl-toy/compare
+split: train
+max_questions: 80
+reward: toy
+
+num_rollouts: 8
+top_k: 32
+top_fraction: 0.2
+temperature: 1.0
+max_new_tokens: 4
+batch_size: 64
+seed: 0
+device: cpu
+
+output_dir: outputs/main/select
+"""
+
+# Panel title -> log keys, first present wins: HEAL logs its target-domain rollouts separately; every GRPO rollout is
+# a target-domain rollout.
+PANELS: dict[str, tuple[str, ...]] = {
+    "entropy of target-domain rollouts": ("heal/entropy_target", "rollout/entropy", "entropy"),
+    "accuracy reward of target-domain rollouts": ("heal/reward_target", "reward"),
+}
+
+
+def _pop_option(argv: list[str], name: str) -> tuple[list[str], str | None]:
+    """Remove `--name VALUE` / `--name=VALUE` from argv; return the rest and the (last) value."""
+    rest, value, i = [], None, 0
+    flag = f"--{name}"
+    while i < len(argv):
+        word = argv[i]
+        if word == flag:
+            if i + 1 >= len(argv):
+                raise ConfigError(f"`{flag}` on the command line has no value; pass it as `{flag} VALUE`.")
+            value, i = argv[i + 1], i + 2
+            continue
+        if word.startswith(flag + "="):
+            value = word.split("=", 1)[1]
+        else:
+            rest.append(word)
+        i += 1
+    return rest, value
+
+
+def _has_option(argv: list[str], name: str) -> bool:
+    return any(word == f"--{name}" or word.startswith(f"--{name}=") for word in argv)
+
+
+def grpo_counterpart(heal: ResolvedConfig, output_dir: str, prog: str = "train.py") -> ResolvedConfig:
+    """The GRPO run with the budget of the HEAL run `heal`: its settings without HEAL's fields, on the target data.
+
+    The rollouts per step stay the same. When the target set has fewer rows than the prompts of one generation batch
+    (TRL draws distinct prompts per batch, and would otherwise train zero steps), every batch holds each target prompt
+    once and `num_generations` grows to fill the batch.
+    """
+    from healtrl import EntropyGRPOConfig, HEALConfig
+
+    heal_only = {f.name for f in dataclasses.fields(HEALConfig)} - {
+        f.name for f in dataclasses.fields(EntropyGRPOConfig)
+    }
+    values = {k: v for k, v in yaml.safe_load(heal.to_yaml()).items() if k not in heal_only and k != "trainer"}
+    values["output_dir"] = output_dir
+    args, script = heal.trainer_args, heal.script_args
+    rollouts = args.generation_batch_size  # per process, per generation batch
+    prompts = rollouts // args.num_generations
+    num_target = script.num_train_samples
+    if num_target is not None and num_target < prompts:
+        if rollouts % num_target:
+            raise ConfigError(
+                f"The main job's GRPO run cannot match HEAL's budget: {rollouts} rollouts per generation batch are not "
+                f"a multiple of the {num_target} target problems (num_train_samples). Set per_device_train_batch_size "
+                f"(now {args.per_device_train_batch_size}) to a multiple of num_train_samples."
+            )
+        values["num_generations"] = rollouts // num_target
+    return resolve([], default={"trainer": "grpo", **values}, prog=prog)
+
+
+def _mean_last(history: list[dict], keys: tuple[str, ...], window: int) -> float:
+    from healtrl.plotting import curve
+
+    _, values = curve(history, keys)
+    values = values[-window:]
+    return sum(values) / len(values) if values else math.nan
+
+
+def summarize(histories: dict[str, list[dict]], window: int = SUMMARY_WINDOW) -> str:
+    """A markdown table: for each run, the first and the last-`window` mean of every panel of `PANELS`."""
+    from healtrl.plotting import curve
+
+    header = ["run"]
+    for title in PANELS:
+        header += [f"{title}: first", f"last {window} logs"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label, history in histories.items():
+        row = [label]
+        for keys in PANELS.values():
+            _, values = curve(history, keys)
+            first = values[0] if values else math.nan
+            row += [f"{first:.3f}", f"{_mean_last(history, keys, window):.3f}"]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def _select(root: str) -> str:
+    from healtrl.selection import SELECTED_DIR, select_general_data
+
+    options: dict[str, Any] = yaml.safe_load(MAIN_SELECT_YAML)
+    options["output_dir"] = os.path.join(root, "select")
+    select_general_data(**options, progress=True)
+    return os.path.join(options["output_dir"], SELECTED_DIR)
+
+
+def run_main_job(argv: list[str] | None = None, prog: str = "train.py") -> int:
+    """Run the main job with command-line overrides `argv` (no `--config`); return the exit code.
+
+    Raises:
+        ConfigError: For a bad override (unknown key, wrong type), naming the key and the fix.
+    """
+    from healtrl.cli import run_training
+    from healtrl.plotting import plot_curves, read_metrics
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, root = _pop_option(argv, "output_dir")
+    root = root or DEFAULT_ROOT
+    select = not _has_option(argv, "general_dataset_name")
+    general = os.path.join(root, "select", "selected")
+    heal_argv = [*argv, "--output_dir", os.path.join(root, "heal")]
+    if select:
+        heal_argv += ["--general_dataset_name", general]
+    heal = resolve(heal_argv, default=DEFAULT_CONFIG_YAML, prog=prog)  # fail on a bad override before any work
+    grpo = grpo_counterpart(heal, os.path.join(root, "grpo"), prog=prog)
+
+    steps = heal.trainer_args.max_steps
+    print(f"healtrl main job -> {os.path.abspath(root)}", flush=True)
+    if select:
+        print("\n[1/4] Selecting general-domain data (healtrl select, configs/main_select.yaml)", flush=True)
+        _select(root)
+    else:
+        print(f"\n[1/4] Selection skipped: general data from {heal.trainer_args.general_dataset_name}", flush=True)
+    print(f"\n[2/4] HEAL: {steps} steps (configs/main.yaml)", flush=True)
+    trainer = run_training(heal)
+    trainer.end()
+    g = grpo.trainer_args
+    print(
+        f"\n[3/4] GRPO, same budget: {steps} steps, {g.per_device_train_batch_size} rollouts per step "
+        f"({g.per_device_train_batch_size // g.num_generations} prompts x {g.num_generations})",
+        flush=True,
+    )
+    trainer = run_training(grpo)
+    trainer.end()
+
+    histories = {
+        "GRPO": read_metrics(grpo.trainer_args.output_dir),
+        "HEAL": read_metrics(heal.trainer_args.output_dir),
+    }
+    path = plot_curves(
+        histories,
+        os.path.join(root, PLOT_FILE),
+        panels=PANELS,
+        title=f"HEAL vs few-shot GRPO ({heal.model_args.model_name_or_path}, 8 target problems, same budget)",
+    )
+    print(f"\n[4/4] {os.path.abspath(path)}\n\n{summarize(histories)}", flush=True)
+    return 0
