@@ -90,7 +90,20 @@ def select_general(seed: int, top_k: int, workdir: str):
     )
 
 
-def run(method: str, regime: str, seed: int, steps: int, workdir: str, selected: dict):
+def make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str, selected: dict):
+    """The trainer (printing callback removed) and tokenizer of one run: `method` in METHODS, `regime` in REGIMES.
+
+    Args:
+        method: "grpo", "hybrid" or "heal" (module docstring).
+        regime: "few_shot" (8 target problems) or "full" (80).
+        seed: Seed of the target subset, the general subset / selection and the trainer.
+        steps: Optimizer steps.
+        workdir: Folder for the trainer output and the general-data selection (`select-<seed>`).
+        selected: In-process cache seed -> selected general data, filled on first use.
+
+    Returns:
+        `(trainer, tokenizer)`.
+    """
     from transformers import set_seed
 
     from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer, HEALConfig, HEALTrainer
@@ -129,6 +142,11 @@ def run(method: str, regime: str, seed: int, steps: int, workdir: str, selected:
     from transformers import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # the tables below are the output
+    return trainer, tokenizer
+
+
+def run(method: str, regime: str, seed: int, steps: int, workdir: str, selected: dict):
+    trainer, tokenizer = make_trainer(method, regime, seed, steps, workdir, selected)
     t0 = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - t0
@@ -136,7 +154,18 @@ def run(method: str, regime: str, seed: int, steps: int, workdir: str, selected:
     return trainer.state.log_history, held_out, seconds
 
 
-def held_out_accuracy(model, tokenizer, seed: int, k: int = 16) -> tuple[float, float]:
+def held_out_pass_at(model, tokenizer, seed: int, k: int = 16) -> dict[int, float]:
+    """Unbiased pass@j (j = 1, 2, 4, ..., k) on the 20 held-out additions, k samples each at temperature 1.
+
+    Args:
+        model: The trained policy (put in eval mode).
+        tokenizer: Its tokenizer.
+        seed: Sampling seed.
+        k: Samples per problem.
+
+    Returns:
+        j -> mean over problems of pass@j; pass@1 equals avg@k.
+    """
     from healtrl.evaluation import evaluate
 
     model.eval()
@@ -144,8 +173,12 @@ def held_out_accuracy(model, tokenizer, seed: int, k: int = 16) -> tuple[float, 
         model, ["toy-add"], k=k, tokenizer=tokenizer, temperature=1.0, max_new_tokens=4, seed=seed, split="test",
         progress=False,
     )  # fmt: skip
-    task = results.tasks["toy-add"]
-    return task.pass_at[1], task.pass_at[k]
+    return dict(results.tasks["toy-add"].pass_at)
+
+
+def held_out_accuracy(model, tokenizer, seed: int, k: int = 16) -> tuple[float, float]:
+    pass_at = held_out_pass_at(model, tokenizer, seed, k)
+    return pass_at[1], pass_at[k]
 
 
 def window_mean(history, step, window, keys):

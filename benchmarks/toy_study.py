@@ -1,0 +1,666 @@
+"""The reproduction study on the toy world: every method x {few-shot, full target data} x seeds, one figure, one table.
+
+Toy world (as `benchmarks/heal_toy.py`): `healtrl-toy/qwen2-add+compare`, a tiny Qwen2 warmed up to ~20% sampled
+accuracy on single-digit addition (target domain) and max-of-two (general domain). Target data: 8 training additions
+(`few_shot`) or all 80 (`full`), drawn by seed; the 20 held-out additions of the test split are never trained on.
+Every run: 16 prompts x 8 generations per step, lr 5e-4 decaying linearly to 0 at `--steps`, temperature 1, no KL,
+at most 4 completion tokens (`healtrl.toy.collapse.toy_grpo_config`), one torch thread. Methods (`METHODS`):
+
+- `grpo`, `hybrid`, `heal`: `benchmarks/heal_toy.py` (GRPO on the target data; target + 32 random general prompts
+  without EDA; target + the 32 general prompts `healtrl select` ranks highest + the EDA reward);
+- `aer`, `posadv` (entropy-guided schedule), TRL's `entropy_loss`, `adaptive_entropy`, `clip_higher`, `80_20`, and
+  `clip_cov`, `kl_cov`, `entropy_adv`: the trainers, configs and toy settings of `benchmarks/entropy_methods.py`
+  (`RUNS`); `opefo`: `OPEFOTrainer` with the paper's defaults, strictly on-policy (the toy config's one update per
+  rollout batch is what it requires). All trained on the same target data as `grpo`.
+
+Measured per step: the mean token entropy of the step's target-domain rollouts (the generating policy's, full
+vocabulary) and their mean accuracy reward. After training: avg@16 and unbiased pass@4 / pass@16 on the 20 held-out
+additions (16 samples each at temperature 1; pass@1 from 16 samples equals avg@16).
+
+Runs go to a pool of `--jobs` worker processes (spawned, one torch thread each); each finished run is cached as JSON in
+`<output-dir>/toy_study_runs/` (with its wall and CPU time) and reused by later invocations, so an interrupted study
+resumes where it stopped; scratch (trainer folders, HEAL's selection per seed) goes to `--work-dir`. The figure
+(`toy_study.png`) and the table (`toy_study.md`) are written into `--output-dir` from the cache, for the requested
+subset. Default: 200 steps per run, 3 seeds, 2 jobs (78 runs).
+
+    python benchmarks/toy_study.py                                   # the whole study (3 seeds, 2 regimes, 13 methods)
+    python benchmarks/toy_study.py --seeds 0 --steps 5 --methods grpo heal --regimes few_shot --output-dir /tmp/s
+    python benchmarks/toy_study.py --report-only                     # figure + table from the cache, no training
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import datetime
+import json
+import math
+import multiprocessing
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Sequence
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+for _path in (ROOT, HERE):  # healtrl (repository root) and the sibling benchmark modules
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+import heal_toy  # noqa: E402
+
+REGIMES = heal_toy.REGIMES  # few_shot: 8 target problems, full: 80
+K = 16  # held-out samples per problem
+RESULTS_DIR = os.path.join(HERE, "results")
+RUNS_SUBDIR = "toy_study_runs"
+FORMAT = 1  # version of the cached run JSON
+
+# name -> (label, figure group, source, entropy_methods.RUNS key or None, notes for the table).
+# source "heal_toy": built by heal_toy.make_trainer; "runs": trainer/config/overrides of entropy_methods.RUNS.
+METHODS: dict[str, tuple[str, str, str, str | None, str]] = {
+    "grpo": ("GRPO", "HEAL", "heal_toy", None, "TRL GRPO, target data only"),
+    "hybrid": ("Hybrid", "HEAL", "heal_toy", None, "target + 32 random general prompts, shuffled, no EDA"),
+    "heal": (
+        "HEAL",
+        "HEAL",
+        "heal_toy",
+        None,
+        "target + top-32 general by uncertainty x diversity (8 rollouts/question) + EDA (KL, paper mode)",
+    ),
+    "aer": ("AER", "entropy control", "runs", "aer", "paper defaults: tau 0.4, rho 0.2, eta 0.005, alpha_0 0"),
+    "posadv": (
+        "PosAdv (entropy-guided)",
+        "entropy control",
+        "runs",
+        "posadv_entropy",
+        "entropy-guided lambda: delta 0.2, Delta 0.05, lambda_0 0",
+    ),
+    "opefo": (
+        "OPEFO",
+        "entropy control",
+        "opefo",
+        None,
+        "strict on-policy (1 update per rollout batch, ratio 1, clipping inert), eq. 6 estimator, adaptive lambda*; "
+        "lr decays linearly like every run here (opefo_toy.md: constant)",
+    ),
+    "entropy_loss": ("Entropy loss", "TRL baselines", "runs", "entropy_loss", "TRL entropy_coef 0.01"),
+    "adaptive_entropy": (
+        "Adaptive entropy",
+        "TRL baselines",
+        "runs",
+        "skywork_adaptive",
+        "TRL use_adaptive_entropy (Skywork-OR1): target 0.2, delta 1e-4, coef in [0, 0.005]",
+    ),
+    "clip_higher": (
+        "Clip-Higher",
+        "TRL baselines",
+        "runs",
+        "clip_higher",
+        "eps 0.2 / 0.28; with 1 update per batch the ratio is 1, so clipping never acts (same as GRPO)",
+    ),
+    "80_20": ("80/20", "TRL baselines", "runs", "80_20", "TRL top_entropy_quantile 0.2 (top-20% entropy tokens)"),
+    "clip_cov": (
+        "Clip-Cov",
+        "Cov baselines",
+        "runs",
+        "clip_cov",
+        "ratio 2e-4 (>= 1 token/step), cov in (1, 5), clip ratios 1",
+    ),
+    "kl_cov": (
+        "KL-Cov",
+        "Cov baselines",
+        "runs",
+        "kl_cov",
+        "ratio 0.02 (2e-3 selects 0 of ~250 toy tokens), 2 updates per rollout batch (on-policy the KL term is 0), "
+        "no clip; steps are optimizer steps, so it sees half as many rollout batches",
+    ),
+    "entropy_adv": ("Entropy-Adv", "Cov baselines", "runs", "entropy_adv", "alpha 0.4, kappa 2"),
+}
+GROUPS = ("HEAL", "entropy control", "TRL baselines", "Cov baselines")
+GRPO_COLOR = "black"
+
+# Per-step series kept in a run's JSON: name -> log keys, first present wins (heal_toy's keys: HEAL logs per domain).
+SERIES = {
+    "entropy_target": heal_toy.TARGET_ENTROPY,
+    "entropy_general": heal_toy.GENERAL_ENTROPY,
+    "reward_target": heal_toy.TARGET_REWARD,
+    "policy_entropy": ("entropy",),  # entropy of the loss forward (all tokens of the update batch)
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# One run (in a worker process)
+# ---------------------------------------------------------------------------------------------------------------------
+def run_path(runs_dir: str, method: str, regime: str, seed: int, steps: int) -> str:
+    """The cache file of one run."""
+    return os.path.join(runs_dir, f"{method}-{regime}-seed{seed}-{steps}steps.json")
+
+
+def _series(history: list[dict], keys: Sequence[str], steps: int) -> list[float | None]:
+    """Value of the first of `keys` logged at each step 1..steps (None where none was logged)."""
+    for key in keys:
+        values = {e["step"]: e[key] for e in history if "step" in e and key in e}
+        if values:
+            return [None if values.get(t) is None else round(float(values[t]), 6) for t in range(1, steps + 1)]
+    return [None] * steps
+
+
+def _make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str):
+    """The trainer and tokenizer of one run (see METHODS)."""
+    from transformers import PrinterCallback, set_seed
+
+    from healtrl import OPEFOConfig, OPEFOTrainer
+    from healtrl._filelock import file_lock
+    from healtrl.toy import load_toy_model
+    from healtrl.toy.tasks import toy_reward
+
+    source, runs_key = METHODS[method][2], METHODS[method][3]
+    if source == "heal_toy":
+        selected: dict = {}
+        if method == "heal":
+            # Workers share one selection per seed: the first builds it under the lock, later ones resume from it.
+            with file_lock(os.path.join(workdir, ".select.lock")):
+                selected[seed] = heal_toy.select_general(seed, 32, workdir)
+        trainer, tokenizer = heal_toy.make_trainer(method, regime, seed, steps, workdir, selected)
+        if method == "grpo" and not trainer.args.rollout_entropy:
+            raise RuntimeError("heal_toy's grpo run no longer logs rollout entropies; toy_study needs them.")
+        return trainer, tokenizer
+    if source == "opefo":
+        trainer_cls, config_cls, overrides = OPEFOTrainer, OPEFOConfig, {}
+    else:
+        import entropy_methods
+
+        trainer_cls, config_cls, overrides, _ = entropy_methods.RUNS[runs_key]
+    model, tokenizer = load_toy_model(heal_toy.MODEL)
+    out = os.path.join(workdir, f"{method}-{regime}-{seed}")
+    set_seed(seed)
+    args = heal_toy.toy_args(config_cls, out, steps, seed, rollout_entropy=True, **overrides)
+    trainer = trainer_cls(
+        model=model,
+        reward_funcs=toy_reward,
+        args=args,
+        train_dataset=heal_toy.target_data(REGIMES[regime], seed, repeat=True),  # the data of heal_toy's grpo
+        processing_class=tokenizer,
+    )
+    trainer.remove_callback(PrinterCallback)
+    return trainer, tokenizer
+
+
+def run_one(method: str, regime: str, seed: int, steps: int, output_dir: str, work_dir: str) -> dict:
+    """Train one run, evaluate it on the held-out problems and write its JSON into the cache (atomically).
+
+    Args:
+        method: A key of METHODS.
+        regime: A key of REGIMES.
+        seed: Seed of the data subset and the trainer.
+        steps: Optimizer steps.
+        output_dir: Study output folder (the cache is its `toy_study_runs/`).
+        work_dir: Scratch folder: trainer outputs, the general pool and the HEAL selection of each seed.
+
+    Returns:
+        The run record (also written to `run_path(...)`).
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    runs_dir = os.path.join(output_dir, RUNS_SUBDIR)
+    os.makedirs(runs_dir, exist_ok=True)
+    os.makedirs(work_dir, exist_ok=True)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer, tokenizer = _make_trainer(method, regime, seed, steps, work_dir)
+        t_train = time.perf_counter()
+        trainer.train()
+        train_seconds = time.perf_counter() - t_train
+        t_eval = time.perf_counter()
+        pass_at = heal_toy.held_out_pass_at(trainer.model, tokenizer, seed, K)
+        eval_seconds = time.perf_counter() - t_eval
+    history = trainer.state.log_history
+    record = {
+        "format": FORMAT,
+        "method": method,
+        "regime": regime,
+        "seed": seed,
+        "steps": steps,
+        "model": heal_toy.MODEL,
+        "trainer": type(trainer).__name__,
+        "series": {name: _series(history, keys, steps) for name, keys in SERIES.items()},
+        "held_out": {"k": K, "avg@k": pass_at[1], "pass_at": {str(j): v for j, v in pass_at.items()}},
+        "seconds": {
+            "total": time.perf_counter() - start,
+            "cpu": time.process_time() - cpu_start,  # this process's CPU time: what a quiet core would take
+            "train": train_seconds,
+            "eval": eval_seconds,
+            "per_step": train_seconds / steps,
+        },
+        "finished": datetime.datetime.now().isoformat(timespec="seconds"),
+        "pid": os.getpid(),
+    }
+    path = run_path(runs_dir, method, regime, seed, steps)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(record, f)
+    os.replace(tmp, path)
+    return record
+
+
+def load_run(path: str) -> dict | None:
+    """A cached run record, or None when the file is missing; an unreadable or stale file is an error."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        try:
+            record = json.load(f)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"Cached run {path} is not valid JSON ({exc}); delete it to rerun that run.") from None
+    if record.get("format") != FORMAT:
+        raise ValueError(f"Cached run {path} has format {record.get('format')}, expected {FORMAT}; delete it.")
+    return record
+
+
+def _init_worker():
+    import datasets
+    import torch
+    import transformers
+
+    torch.set_num_threads(1)
+    datasets.disable_progress_bars()  # one line per finished run is the output
+    transformers.utils.logging.disable_progress_bar()
+
+
+@contextlib.contextmanager
+def _in_process():
+    """The worker settings (`_init_worker`) for runs in this process, restored afterwards (e.g. under pytest)."""
+    import datasets
+    import torch
+    import transformers
+
+    threads = torch.get_num_threads()
+    bars = datasets.is_progress_bar_enabled(), transformers.utils.logging.is_progress_bar_enabled()
+    _init_worker()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        if bars[0]:
+            datasets.enable_progress_bars()
+        if bars[1]:
+            transformers.utils.logging.enable_progress_bar()
+
+
+def _worker(task):
+    try:
+        return task, run_one(*task), None
+    except Exception:  # reported (with the traceback) by the parent, which fails the study at the end
+        return task, None, traceback.format_exc()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Aggregation, table, figure
+# ---------------------------------------------------------------------------------------------------------------------
+def window_mean(values: Sequence[float | None], end: int, window: int) -> float:
+    """Mean of the logged values at steps end-window+1..end (1-based), NaN when none was logged."""
+    xs = [v for v in values[max(0, end - window) : end] if v is not None]
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def run_summary(record: dict, window: int) -> dict[str, float]:
+    """Final numbers of one run: window means at the last step and the held-out metrics."""
+    steps, series = record["steps"], record["series"]
+    pass_at = record["held_out"]["pass_at"]
+    return {
+        "reward": window_mean(series["reward_target"], steps, window),
+        "entropy": window_mean(series["entropy_target"], steps, window),
+        "entropy_start": window_mean(series["entropy_target"], min(window, steps), window),
+        "reward_start": window_mean(series["reward_target"], min(window, steps), window),
+        "avg@k": record["held_out"]["avg@k"],
+        "pass@4": pass_at.get("4", math.nan),
+        "pass@16": pass_at.get(str(K), math.nan),
+        "seconds": record["seconds"]["total"],
+        "per_step": record["seconds"]["per_step"],
+    }
+
+
+def spread(values: Sequence[float], digits: int = 3) -> str:
+    """The cell "mean (min-max)" over the finite values; "—" when there are none."""
+    finite = [v for v in values if v == v and not math.isinf(v)]
+    if not finite:
+        return "—"
+    if len(finite) == 1:
+        return f"{finite[0]:.{digits}f}"
+    return f"{statistics.mean(finite):.{digits}f} ({min(finite):.{digits}f}-{max(finite):.{digits}f})"
+
+
+def smooth(values: Sequence[float | None], window: int) -> list[float]:
+    """Trailing moving average over the logged values of the last `window` steps (NaN before the first value)."""
+    return [window_mean(values, t, window) for t in range(1, len(values) + 1)]
+
+
+def plot(records: dict, methods: Sequence[str], regimes: Sequence[str], path: str, smooth_window: int) -> None:
+    """Target-domain entropy vs step: one row per regime, one column per method group; mean over seeds (line) and
+    min-max over seeds (band) of each seed's moving average; GRPO in black in every panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import ticker
+
+    groups = [g for g in GROUPS if any(METHODS[m][1] == g for m in methods if m != "grpo")] or ["HEAL"]
+    fig, axes = plt.subplots(
+        len(regimes), len(groups), figsize=(4.2 * len(groups), 3.2 * len(regimes)), squeeze=False, sharey=True
+    )
+    palette = plt.get_cmap("tab10").colors
+    colors, i = {}, 0
+    for m in METHODS:
+        if m != "grpo":
+            colors[m] = palette[i % len(palette)]
+            i += 1
+    for row, regime in enumerate(regimes):
+        for col, group in enumerate(groups):
+            ax = axes[row][col]
+            shown = [m for m in methods if m == "grpo" or METHODS[m][1] == group]
+            for m in shown:
+                curves = [smooth(r["series"]["entropy_target"], smooth_window) for r in records.get((m, regime), [])]
+                if not curves:
+                    continue
+                steps = range(1, len(curves[0]) + 1)
+                by_step = list(zip(*curves))
+                mean = [statistics.mean(v) if all(x == x for x in v) else math.nan for v in by_step]
+                lo = [min(v) for v in by_step]
+                hi = [max(v) for v in by_step]
+                # GRPO thick and underneath: a method whose curve equals GRPO's (Clip-Higher) shows inside it.
+                color, z = (GRPO_COLOR, 1) if m == "grpo" else (colors[m], 2)
+                ax.plot(steps, mean, color=color, lw=2.6 if m == "grpo" else 1.3, label=METHODS[m][0], zorder=z + 0.5)
+                ax.fill_between(steps, lo, hi, color=color, alpha=0.12, lw=0, zorder=z)
+            ax.set_yscale("log")  # OPEFO's blow-up (~4 nats) and GRPO's collapse (~0.04) in one panel
+            ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.2g"))
+            ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+            ax.grid(True, which="both", alpha=0.3, lw=0.5)
+            ax.set_title(f"{regime.replace('_', '-')} ({REGIMES[regime]} target problems): {group}", fontsize=9)
+            if row == len(regimes) - 1:
+                ax.set_xlabel("training step")
+            if col == 0:
+                ax.set_ylabel("target-domain entropy (nats/token)")
+            ax.legend(fontsize=7, loc="best")
+    fig.suptitle(
+        "Toy world: target-domain rollout entropy\n"
+        f"mean over seeds, band = min-max, {smooth_window}-step moving average, log scale",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _paired(records: dict, method: str, regime: str, key: str, window: int) -> dict[int, float]:
+    return {r["seed"]: run_summary(r, window)[key] for r in records.get((method, regime), [])}
+
+
+def findings(records: dict, methods: Sequence[str], regimes: Sequence[str], window: int) -> list[str]:
+    """Plain statements computed from the numbers: collapse of GRPO, seed-paired comparisons with GRPO, blow-ups,
+    runs identical to GRPO, and held-out pass@16 against GRPO's (with whether the ranges overlap)."""
+    lines = []
+    for regime in regimes:
+        if ("grpo", regime) not in records:
+            continue
+        grpo = [run_summary(r, window) for r in records[("grpo", regime)]]
+        lines.append(
+            f"- {regime}: GRPO's target entropy goes from {spread([s['entropy_start'] for s in grpo])} (first "
+            f"{window} steps) to {spread([s['entropy'] for s in grpo])} (last {window}), its training reward from "
+            f"{spread([s['reward_start'] for s in grpo])} to {spread([s['reward'] for s in grpo])}."
+        )
+        grpo_h = _paired(records, "grpo", regime, "entropy", window)
+        grpo_series = {r["seed"]: r["series"]["entropy_target"] for r in records[("grpo", regime)]}
+        above, below, mixed, same, blow = [], [], [], [], []
+        for m in methods:
+            if m == "grpo" or (m, regime) not in records:
+                continue
+            h = _paired(records, m, regime, "entropy", window)
+            seeds = sorted(set(h) & set(grpo_h))
+            if not seeds:
+                continue
+            label = f"{METHODS[m][0]} {spread([h[s] for s in seeds])}"
+            if all(
+                r["seed"] in grpo_series and r["series"]["entropy_target"] == grpo_series[r["seed"]]
+                for r in records[(m, regime)]
+            ):
+                same.append(METHODS[m][0])
+            elif all(h[s] > grpo_h[s] for s in seeds):
+                above.append(label)
+            elif all(h[s] < grpo_h[s] for s in seeds):
+                below.append(label)
+            else:
+                mixed.append(label)
+            start = _paired(records, m, regime, "entropy_start", window)
+            if any(h[s] > 2 * start[s] for s in seeds):
+                rewards = _paired(records, m, regime, "reward", window)
+                blow.append(
+                    f"{METHODS[m][0]} on {sum(h[s] > 2 * start[s] for s in seeds)} of {len(seeds)} seeds (final "
+                    f"entropy {spread(list(h.values()))}, reward {spread(list(rewards.values()))})"
+                )
+        n = len(grpo_h)
+        lines.append(
+            f"  Final target entropy above GRPO's ({spread(list(grpo_h.values()))}) on every one of the {n} seeds: "
+            + (", ".join(above) or "none")
+            + "; below on every seed: "
+            + (", ".join(below) or "none")
+            + "; neither: "
+            + (", ".join(mixed) or "none")
+            + "."
+        )
+        if same:
+            lines.append(f"  Entropy curve identical to GRPO's on every seed: {', '.join(same)}.")
+        if blow:
+            lines.append(f"  Entropy ends above twice its starting level: {'; '.join(blow)}.")
+        g = _paired(records, "grpo", regime, "pass@16", window)
+        better, overlap = [], []
+        for m in methods:
+            if m == "grpo" or (m, regime) not in records:
+                continue
+            p = _paired(records, m, regime, "pass@16", window)
+            if statistics.mean(p.values()) > statistics.mean(g.values()):
+                (better if min(p.values()) > max(g.values()) else overlap).append(
+                    f"{METHODS[m][0]} {spread(list(p.values()))}"
+                )
+        if len(g) > 1:
+            lines.append(
+                f"  Held-out pass@16 (GRPO {spread(list(g.values()))}): mean above GRPO's with no overlap of the seed "
+                f"ranges: {', '.join(better) or 'none'}; mean above but ranges overlapping: "
+                f"{', '.join(overlap) or 'none'}."
+            )
+        else:
+            lines.append(
+                f"  Held-out pass@16 above GRPO's ({spread(list(g.values()))}), one seed: "
+                f"{', '.join(better + overlap) or 'none'}."
+            )
+    if ("grpo", "few_shot") in records and ("grpo", "full") in records:
+        few = [run_summary(r, window)["entropy"] for r in records[("grpo", "few_shot")]]
+        full = [run_summary(r, window)["entropy"] for r in records[("grpo", "full")]]
+        lines.append(
+            f"- GRPO's final target entropy is {spread(few)} with 8 target problems and {spread(full)} with 80 "
+            f"({'lower' if statistics.mean(few) < statistics.mean(full) else 'not lower'} in the few-shot regime)."
+        )
+    lines.append(
+        f"- Scale of the evidence: {len({r['seed'] for v in records.values() for r in v})} seed(s), 20 held-out "
+        "problems (one problem moves pass@16 by 0.05); these statements are computed by the script from the numbers "
+        "above."
+    )
+    return lines
+
+
+def write_report(args, records: dict, wall_seconds: float, trained: int, cached: int) -> str:
+    """Write the PNG and the markdown table; return the markdown path."""
+    import torch
+    import trl
+
+    png = os.path.join(args.output_dir, "toy_study.png")
+    md = os.path.join(args.output_dir, "toy_study.md")
+    plot(records, args.methods, args.regimes, png, args.smooth)
+    run_seconds = [r["seconds"]["total"] for v in records.values() for r in v]
+    cpu_seconds = [r["seconds"].get("cpu", math.nan) for v in records.values() for r in v]
+    command = "python benchmarks/toy_study.py " + " ".join(sys.argv[1:]) if args.command is None else args.command
+    lines = [
+        "# The reproduction study on the toy world",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Date: {datetime.date.today().isoformat()}. Machine: {platform.platform()}, "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"torch {torch.__version__}, TRL {trl.__version__}; {args.jobs} worker process(es), 1 torch thread each.",
+        "",
+        f"Wall time of this invocation: {wall_seconds:.0f} s ({trained} runs trained, {cached} read from the cache "
+        f"`{RUNS_SUBDIR}/`); sum of the per-run wall times (training + held-out evaluation): "
+        f"{sum(run_seconds):.0f} s over {len(run_seconds)} runs; sum of their CPU times: {sum(cpu_seconds):.0f} s "
+        f"(/ {args.jobs} jobs = {sum(cpu_seconds) / args.jobs:.0f} s: what the runs alone would take on "
+        f"{args.jobs} free cores, without process start-up).",
+        "",
+        "## Setup",
+        "",
+        f"`{heal_toy.MODEL}`: a tiny Qwen2 warmed up to ~20% sampled accuracy on single-digit addition (the target "
+        "domain) and max-of-two (the general domain). Target data: 8 training additions (`few_shot`) or all 80 "
+        "(`full`), drawn by seed; the 20 held-out additions are never trained on. Every run: "
+        f"{args.steps} optimizer steps, 16 prompts x 8 generations per step, lr 5e-4 decaying linearly to 0, "
+        "temperature 1, no KL, at most 4 completion tokens; seeds "
+        f"{', '.join(map(str, args.seeds))}. Final reward: mean accuracy reward of the target rollouts (training "
+        f"prompts) over the last {args.window} steps; final entropy: mean token entropy of the target-domain "
+        f"rollouts over the last {args.window} steps. Held out: {K} samples per problem at temperature 1; avg@{K} "
+        f"(= unbiased pass@1), unbiased pass@4 and pass@{K}. Each cell: mean (min-max) over seeds. s/run: wall time "
+        "of one run (training + evaluation) on a possibly shared machine.",
+        "",
+        "## Results",
+        "",
+        "![entropy curves](toy_study.png)",
+        "",
+        "| data | method | final reward (train) | held-out avg@16 | pass@4 | pass@16 | final entropy | s/run | notes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for regime in args.regimes:
+        for m in args.methods:
+            runs = records.get((m, regime))
+            if not runs:
+                continue
+            s = [run_summary(r, args.window) for r in runs]
+            cells = [spread([x[key] for x in s]) for key in ("reward", "avg@k", "pass@4", "pass@16", "entropy")]
+            lines.append(
+                f"| {regime} | {METHODS[m][0]} | "
+                + " | ".join(cells)
+                + f" | {statistics.mean(x['seconds'] for x in s):.0f} | {METHODS[m][4]} |"
+            )
+    lines += ["", "## What held and what did not", ""]
+    lines += findings(records, args.methods, args.regimes, args.window)
+    with open(md, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return md
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------------------------------------------------
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--regimes", nargs="+", default=list(REGIMES), choices=list(REGIMES))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=200, help="optimizer steps per run")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (one torch thread each)")
+    parser.add_argument("--window", type=int, default=20, help="steps averaged for the final reward / entropy")
+    parser.add_argument("--smooth", type=int, default=10, help="moving-average window of the figure's curves")
+    parser.add_argument("--output-dir", default=RESULTS_DIR, help="PNG, markdown and the run cache go here")
+    parser.add_argument(
+        "--work-dir",
+        default=os.path.join(ROOT, "outputs", "toy_study_work"),
+        help="scratch: trainer outputs, general pool, HEAL selections (not needed for the report)",
+    )
+    parser.add_argument("--report-only", action="store_true", help="no training: figure + table from cached runs")
+    args = parser.parse_args(argv)
+    for name in ("steps", "jobs", "window", "smooth"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}.")
+    args.methods = list(dict.fromkeys(args.methods))
+    args.regimes = list(dict.fromkeys(args.regimes))
+    args.seeds = list(dict.fromkeys(args.seeds))
+    args.command = None if argv is None else "python benchmarks/toy_study.py " + " ".join(argv)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    """Run the missing runs of the requested subset (in a pool of `--jobs` processes), then write figure and table.
+
+    Args:
+        argv: Command-line arguments (default: `sys.argv[1:]`).
+
+    Returns:
+        `{"records": {(method, regime): [run record, ...]}, "trained": [(method, regime, seed), ...], "markdown": path,
+        "png": path}`.
+    """
+    args = parse_args(argv)
+    os.makedirs(args.output_dir, exist_ok=True)
+    runs_dir = os.path.join(args.output_dir, RUNS_SUBDIR)
+    start = time.perf_counter()
+    tasks, records = [], {}
+    for seed in args.seeds:
+        for regime in args.regimes:
+            for method in args.methods:
+                record = load_run(run_path(runs_dir, method, regime, seed, args.steps))
+                if record is None:
+                    tasks.append((method, regime, seed, args.steps, args.output_dir, args.work_dir))
+                else:
+                    records.setdefault((method, regime), []).append(record)
+    cached = sum(len(v) for v in records.values())
+    if tasks and args.report_only:
+        missing = ", ".join(f"{t[0]}/{t[1]}/seed {t[2]}" for t in tasks)
+        raise SystemExit(f"--report-only: {len(tasks)} runs are not in {runs_dir} ({missing}); run without it first.")
+    print(f"toy_study: {len(tasks)} runs to train, {cached} cached, {args.jobs} job(s), {args.steps} steps", flush=True)
+    failures, trained = [], []
+
+    def done(task, record, error):
+        method, regime, seed = task[:3]
+        if error is not None:
+            failures.append((task, error))
+            print(f"FAILED {method} {regime} seed {seed}:\n{error}", flush=True)
+            return
+        trained.append((method, regime, seed))
+        records.setdefault((method, regime), []).append(record)
+        s = run_summary(record, args.window)
+        print(
+            f"[{len(trained) + len(failures)}/{len(tasks)}] {method} {regime} seed {seed}: "
+            f"entropy {s['entropy']:.3f} reward {s['reward']:.3f} pass@16 {s['pass@16']:.3f} "
+            f"({s['seconds']:.0f} s wall, {record['seconds']['cpu']:.0f} s CPU, {s['per_step']:.3f} s/step)",
+            flush=True,
+        )
+
+    if args.jobs == 1 or len(tasks) <= 1:
+        with _in_process():
+            for task in tasks:
+                done(*_worker(task))
+    else:
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # inherited by the spawned workers
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=context, initializer=_init_worker) as pool:
+            for future in concurrent.futures.as_completed([pool.submit(_worker, t) for t in tasks]):
+                done(*future.result())
+    if failures:
+        names = ", ".join(f"{t[0]}/{t[1]}/seed {t[2]}" for t, _ in failures)
+        raise RuntimeError(f"{len(failures)} run(s) failed: {names} (tracebacks above); finished runs are cached.")
+    for runs in records.values():
+        runs.sort(key=lambda r: r["seed"])
+    markdown = write_report(args, records, time.perf_counter() - start, len(trained), cached)
+    print(f"wrote {markdown} and {os.path.join(args.output_dir, 'toy_study.png')}", flush=True)
+    return {
+        "records": records,
+        "trained": trained,
+        "markdown": markdown,
+        "png": os.path.join(args.output_dir, "toy_study.png"),
+    }
+
+
+if __name__ == "__main__":
+    main()

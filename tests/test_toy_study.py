@@ -1,0 +1,91 @@
+"""Smoke test of the reproduction study `benchmarks/toy_study.py`: a 2-step subset in-process, then a cached re-run."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import toy_study  # noqa: E402
+
+METHODS = ("grpo", "heal", "kl_cov")  # kl_cov logs rollout entropies every other step (2 updates per batch)
+
+
+def table_rows(markdown: str) -> dict[str, list[str]]:
+    """Method label -> cells of its row in the results table."""
+    rows = {}
+    for line in markdown.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 9 and cells[0] == "few_shot":
+            rows[cells[1]] = cells
+    return rows
+
+
+def test_window_mean_and_spread_by_hand():
+    values = [1.0, None, 3.0, 5.0]
+    assert toy_study.window_mean(values, 4, 2) == 4.0  # steps 3-4
+    assert toy_study.window_mean(values, 2, 2) == 1.0  # steps 1-2, step 2 not logged
+    assert math.isnan(toy_study.window_mean([None, None], 2, 2))
+    assert toy_study.spread([0.2, 0.4, 0.3]) == "0.300 (0.200-0.400)"
+    assert toy_study.spread([float("nan"), 0.5]) == "0.500"
+    assert toy_study.spread([float("nan")]) == "—"
+    assert toy_study.smooth([2.0, 4.0, None, 8.0], 2) == [2.0, 3.0, 4.0, 8.0]
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(SystemExit):
+        toy_study.parse_args(["--steps", "0"])
+    with pytest.raises(SystemExit):
+        toy_study.parse_args(["--methods", "no_such_method"])
+
+
+def test_study_subset_writes_table_and_figure_and_reuses_cache(tmp_path, monkeypatch):
+    argv = ["--steps", "2", "--seeds", "0", "--regimes", "few_shot", "--jobs", "1", "--window", "2"]
+    argv += ["--methods", *METHODS, "--output-dir", str(tmp_path), "--work-dir", str(tmp_path / "work")]
+    result = toy_study.main(argv)
+    assert sorted(result["trained"]) == sorted((m, "few_shot", 0) for m in METHODS)
+
+    png = Path(result["png"])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    markdown = Path(result["markdown"]).read_text()
+    rows = table_rows(markdown)
+    assert set(rows) == {toy_study.METHODS[m][0] for m in METHODS}
+    assert "## What held and what did not" in markdown
+    for method in METHODS:
+        cells = rows[toy_study.METHODS[method][0]]
+        numbers = [float(c) for c in cells[2:8]]  # reward, avg@16, pass@4, pass@16, entropy, s/run
+        assert all(math.isfinite(x) for x in numbers), cells
+        assert all(0.0 <= x <= 1.0 for x in numbers[:4]), cells
+        assert numbers[1] <= numbers[2] <= numbers[3]  # pass@1 <= pass@4 <= pass@16
+        assert numbers[4] > 0
+        # The table's final entropy is the mean of the cached per-step rollout entropies (reference: plain loop).
+        record = json.loads((tmp_path / "toy_study_runs" / f"{method}-few_shot-seed0-2steps.json").read_text())
+        logged = [v for v in record["series"]["entropy_target"] if v is not None]
+        assert logged, method
+        assert float(cells[6]) == pytest.approx(sum(logged) / len(logged), abs=5e-4)
+        assert record["steps"] == 2 and record["seed"] == 0
+    # kl_cov takes 2 optimizer steps per rollout batch: only step 1 generated.
+    kl = json.loads((tmp_path / "toy_study_runs" / "kl_cov-few_shot-seed0-2steps.json").read_text())
+    assert kl["series"]["entropy_target"][0] is not None and kl["series"]["entropy_target"][1] is None
+
+    # A re-run reads every run from the cache: training would raise.
+    files = sorted((tmp_path / "toy_study_runs").glob("*.json"))
+    mtimes = [os.path.getmtime(f) for f in files]
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the re-run trained instead of reading the cache")
+
+    monkeypatch.setattr(toy_study, "run_one", no_training)
+    again = toy_study.main(argv)
+    assert again["trained"] == []
+    assert [os.path.getmtime(f) for f in files] == mtimes
+    assert re.search(r"0 runs trained, 3 read from the cache", Path(again["markdown"]).read_text())
+    assert table_rows(Path(again["markdown"]).read_text()).keys() == rows.keys()
