@@ -1,0 +1,256 @@
+"""The notebooks in `notebooks/`: static checks of their cells, and each one run top to bottom on the small path.
+
+The small path (`HEALTRL_NOTEBOOK_SMALL=1`) trains healtrl's offline toy model for a few dozen steps on the CPU, with
+no network. Each notebook runs with nbclient in a fresh `python3` kernel whose working directory is a temporary folder
+and whose `PYTHONPATH` starts with this checkout (so it imports this checkout's healtrl). They are not marked slow:
+CI runs them (issue #8). Cells are found by their tags (`install`, `small-switch`, `plot`, `eval`, `save`, `push`,
+`summary`), which `notebooks/_build.py` sets.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import importlib.util
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from nbclient import NotebookClient
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK_DIR = REPO / "notebooks"
+NAMES = ["00_overview", "01_heal", "02_aer", "03_posadv", "04_opefo", "05_baselines"]
+TAGS = ("install", "small-switch", "plot", "eval", "save", "push", "summary")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# The issue's bound for one notebook in CI on 2 cores; each takes well under a minute here (README of notebooks/).
+MAX_SECONDS = 180
+CELL_TIMEOUT = 600  # one cell; a hung kernel fails the test instead of blocking CI
+
+# Config fields and values that only make sense on a GPU; `bf16=False` and the like are fine anywhere.
+GPU_FIELDS = {"bf16", "fp16", "tf32", "bf16_full_eval", "fp16_full_eval", "use_vllm", "vllm_mode"}
+GPU_ATTRIBUTES = {"bfloat16"}
+CUDA_GUARD = "torch.cuda.is_available()"
+
+
+def read(name: str) -> nbformat.NotebookNode:
+    return nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+
+
+def tagged(nb: nbformat.NotebookNode, tag: str) -> list:
+    return [cell for cell in nb.cells if tag in cell.get("metadata", {}).get("tags", [])]
+
+
+def code_cells(nb: nbformat.NotebookNode) -> list:
+    return [cell for cell in nb.cells if cell.cell_type == "code"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The GPU-guard check
+# ----------------------------------------------------------------------------------------------------------------
+def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
+    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def _is_false(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value in (False, None)
+
+
+def unguarded_gpu_code(source: str) -> list[str]:
+    """The GPU-only constructs of a code cell that are not inside an `if torch.cuda.is_available():` block.
+
+    GPU-only: `"cuda..."` strings, `x.cuda()` and `torch.cuda.<anything but is_available>`, `torch.bfloat16`, config
+    fields in `GPU_FIELDS` set to anything but False/None (as keyword arguments or `fields["bf16"] = ...`). A keyword
+    whose value itself tests `torch.cuda.is_available()` counts as guarded.
+
+    Args:
+        source: The cell's Python source.
+
+    Returns:
+        The source text of each unguarded construct, in `ast.walk` order (empty when the cell is clean).
+    """
+    tree = ast.parse(source)
+    parents = _parents(tree)
+
+    def guarded(node: ast.AST) -> bool:
+        while node in parents:
+            parent = parents[node]
+            if isinstance(parent, ast.If) and node in parent.body and CUDA_GUARD in ast.unparse(parent.test):
+                return True
+            node = parent
+        return False
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            gpu = node.value.startswith("cuda")
+        elif isinstance(node, ast.Attribute):
+            parent = parents.get(node)
+            if node.attr == "cuda":  # model.cuda(), torch.cuda.empty_cache(); torch.cuda.is_available() is the guard
+                gpu = not (isinstance(parent, ast.Attribute) and parent.attr == "is_available")
+            else:
+                gpu = node.attr in GPU_ATTRIBUTES
+        elif isinstance(node, ast.keyword):
+            gpu = node.arg in GPU_FIELDS and not _is_false(node.value) and CUDA_GUARD not in ast.unparse(node.value)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            key = node.slice
+            gpu = isinstance(key, ast.Constant) and key.value in GPU_FIELDS
+        else:
+            gpu = False
+        if gpu and not guarded(node):
+            found.append(ast.unparse(node))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("model = model.cuda()", ["model.cuda"]),
+        ("args = Config(bf16=True, use_cpu=False)", ["bf16=True"]),
+        ("args = Config(bf16=False, use_vllm=None)", []),
+        ("x = torch.zeros(2, device='cuda:0')", ["'cuda:0'"]),
+        ("dtype = torch.bfloat16", ["torch.bfloat16"]),
+        ("fields['use_vllm'] = True", ["fields['use_vllm']"]),
+        ("torch.cuda.empty_cache()", ["torch.cuda"]),
+        ("if torch.cuda.is_available():\n    model = model.cuda()\n    fields['bf16'] = True", []),
+        ("if torch.cuda.is_available():  # GPU only\n    args.update(bf16=True, use_vllm=True)", []),
+        ("if torch.cuda.is_available():\n    pass\nelse:\n    dtype = torch.bfloat16", ["torch.bfloat16"]),
+        ("args = Config(bf16=torch.cuda.is_available())", []),
+        ("if SMALL:\n    model.cuda()", ["model.cuda"]),
+    ],
+)
+def test_gpu_guard_check(source, expected):
+    assert unguarded_gpu_code(source) == expected
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Static checks
+# ----------------------------------------------------------------------------------------------------------------
+def test_every_notebook_is_there_and_matches_its_generator():
+    assert sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")) == NAMES
+    spec = importlib.util.spec_from_file_location("_notebook_build", NOTEBOOK_DIR / "_build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    assert list(build.NOTEBOOKS) == NAMES
+    for name in NAMES:
+        written = (NOTEBOOK_DIR / f"{name}.ipynb").read_text()
+        assert written == nbformat.writes(build.build(name)) + "\n", (
+            f"{name}.ipynb differs from what notebooks/_build.py writes: edit _build.py and run it."
+        )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_cells(name):
+    nb = read(name)
+    nbformat.validate(nb)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    for cell in code_cells(nb):
+        assert cell.outputs == [] and cell.execution_count is None, "notebooks are committed without outputs"
+        ast.parse(cell.source)  # every code cell is valid Python
+        assert unguarded_gpu_code(cell.source) == [], f"GPU-only code outside `if {CUDA_GUARD}:` in:\n{cell.source}"
+    for tag in TAGS:
+        assert len(tagged(nb, tag)) == 1, f"{name}: expected exactly one cell tagged {tag!r}"
+
+    install = tagged(nb, "install")[0].source
+    assert nb.cells.index(tagged(nb, "install")[0]) <= 1, "the install cell comes first"
+    assert 'importlib.util.find_spec("healtrl") is None' in install  # a no-op where healtrl is importable
+    assert '"pip", "install"' in install and "healtrl" in install
+    assert 'pip install -e ".[dev,tasks]"' in install  # the instruction for a clone
+
+    switch = tagged(nb, "small-switch")[0].source
+    assert 'SMALL = os.environ.get("HEALTRL_NOTEBOOK_SMALL", "0") == "1"' in switch
+    assert "PUSH_TO_HUB = False" in switch
+
+    everything = "\n".join(cell.source for cell in code_cells(nb))
+    assert "from healtrl.evaluation import evaluate" in everything
+    assert "evaluate_model(" in tagged(nb, "eval")[0].source
+    plot = tagged(nb, "plot")[0].source
+    assert "plot_curves(" in plot and "display(Image(" in plot
+    save = tagged(nb, "save")[0].source
+    assert ".save_model(" in save and ".save_pretrained(" in save and "README.md" in save
+
+    # `push_to_hub` is called only under `if PUSH_TO_HUB:`.
+    for cell in code_cells(nb):
+        tree = ast.parse(cell.source)
+        parents = _parents(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "push_to_hub":
+                up, ok = node, False
+                while up in parents and not ok:
+                    up = parents[up]
+                    ok = isinstance(up, ast.If) and ast.unparse(up.test) == "PUSH_TO_HUB"
+                assert ok, f"{name}: push_to_hub outside `if PUSH_TO_HUB:`"
+
+    prose = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+    assert "$" in prose, "the markdown states the methods' formulas"
+    if name != "05_baselines":  # the baselines' papers (Cui et al., Cheng et al.) are not in the papers folder
+        assert "eq. " in prose, "the markdown cites the papers' equations"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Running them (small path)
+# ----------------------------------------------------------------------------------------------------------------
+def _stdout(cell) -> str:
+    return "".join(o.text for o in cell.outputs if o.output_type == "stream" and o.name == "stdout")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_runs_on_the_small_path(name, tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    monkeypatch.setenv("HEALTRL_NOTEBOOK_SMALL", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    nb = read(name)
+    client = NotebookClient(
+        nb, kernel_name="python3", timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(tmp_path)}}
+    )
+    start = time.perf_counter()
+    client.execute()  # raises CellExecutionError, naming the cell, when any cell fails
+    seconds = time.perf_counter() - start
+    assert seconds < MAX_SECONDS, f"{name} took {seconds:.0f} s on the small path (limit {MAX_SECONDS} s)"
+    errors = [o for cell in nb.cells for o in cell.get("outputs", []) if o.output_type == "error"]
+    assert errors == []
+
+    # The curves were displayed inline as a PNG.
+    images = [o.data["image/png"] for o in tagged(nb, "plot")[0].outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 1
+    png = base64.b64decode(images[0])
+    assert png.startswith(PNG_SIGNATURE) and len(png) > 10_000  # a real figure, not an empty canvas
+
+    # The final metrics: the toy path, finite numbers, entropy, reward and held-out scores of every run.
+    summary = json.loads(_stdout(tagged(nb, "summary")[0]))
+    assert summary["setup"] == "toy"
+    metrics = summary["metrics"]
+    bad = {k: v for k, v in metrics.items() if not (isinstance(v, (int, float)) and math.isfinite(v))}
+    assert metrics and not bad, f"non-finite metrics: {bad}"
+    assert any("entropy" in key for key in metrics)
+    assert any(key.endswith("reward") or "/reward" in key for key in metrics)
+    assert any("/avg@4" in key for key in metrics) and any("/pass@4" in key for key in metrics)
+    for key, value in metrics.items():
+        if "/avg@" in key or "/pass@" in key:
+            assert 0.0 <= value <= 1.0, (key, value)
+
+    # Every saved folder holds the model card and a model that loads and runs.
+    assert summary["saved"]
+    for folder in summary["saved"]:
+        path = tmp_path / folder
+        card = path / "README.md"
+        assert card.is_file(), f"{name}: no model card in {folder}"
+        text = card.read_text()
+        assert text.startswith("---") and "healtrl" in text
+        assert "healtrl-toy/" in text and "toy-add" in text  # the base model and data as the notebook names them
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        ids = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "3+5="}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+        with torch.no_grad():
+            logits = model(**ids).logits
+        assert logits.shape[-1] == model.config.vocab_size and torch.isfinite(logits).all()
