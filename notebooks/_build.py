@@ -890,8 +890,10 @@ def posadv() -> list[Cell]:
                 "share of tokens with A > 0": "posadv/pos_token_frac",
             }""",
         """
-        With $\\lambda = 0$ only negative-advantage tokens train, and the entropy rises; as $\\lambda$ reaches 1 the
-        update becomes GRPO's. The entropy-guided schedule raises $\\lambda$ while the entropy is above $\\delta = 0.2$,
+        With $\\lambda = 0$ only negative-advantage tokens train, which in the paper's LLM runs raises the entropy;
+        on this toy model it does not (training on A < 0 tokens only lowers the entropy faster than GRPO:
+        `benchmarks/results/entropy_methods.md`), so the controller cannot hold the threshold here. As $\\lambda$
+        reaches 1 the update becomes GRPO's. The entropy-guided schedule raises $\\lambda$ while the entropy is above $\\delta = 0.2$,
         so on the toy model (entropy about 0.8 at the start) it reaches 1 after 20 steps and brings $\\lambda$ back down
         only once the entropy falls below 0.2; the stage schedule holds $\\lambda = 0$ for the first half of the run.
         """,
