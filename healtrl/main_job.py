@@ -1,7 +1,7 @@
 """The main job: what a bare `python train.py` runs. HEAL next to few-shot GRPO on the toy world, one PNG.
 
 ```bash
-python train.py                      # everything below, into outputs/main/ (about 3 minutes on 2 CPU cores)
+python train.py                      # everything below, into outputs/main/ (under 2 minutes on 2 CPU cores)
 python train.py --max_steps 50       # overrides apply to both training runs
 python train.py --output_dir runs/x  # another root folder
 ```
