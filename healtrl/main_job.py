@@ -165,6 +165,13 @@ def run_main_job(argv: list[str] | None = None, prog: str = "train.py") -> int:
     from healtrl.plotting import plot_curves, read_metrics
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1:
+        raise ConfigError(
+            f"The main job (train.py without --config) runs in one process, but WORLD_SIZE is {world_size}. Launch it "
+            "with `python train.py`, or give a config for a distributed run: `torchrun --nproc_per_node 2 train.py "
+            "--config configs/toy_grpo.yaml`."
+        )
     argv, root = _pop_option(argv, "output_dir")
     root = root or DEFAULT_ROOT
     select = not _has_option(argv, "general_dataset_name")

@@ -79,6 +79,12 @@ def test_bad_override_fails_before_any_work(tmp_path, capsys):
     assert not (tmp_path / "main").exists()
 
 
+def test_main_job_refuses_several_processes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["train", "--output_dir", str(tmp_path / "main")]) == 2
+    assert "WORLD_SIZE is 2" in capsys.readouterr().err and not (tmp_path / "main").exists()
+
+
 def test_main_job_end_to_end(tmp_path):
     """`python train.py` with a few steps: selection, both runs, the PNG and the summary."""
     root = tmp_path / "main"
