@@ -35,7 +35,7 @@ import os
 import sys
 from typing import Any
 
-from healtrl.config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, resolve
+from healtrl.config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve
 
 __all__ = ["configure_threads", "dry_run", "main", "run_training", "train_main"]
 
@@ -281,10 +281,6 @@ def _pop_dry_run(argv: list[str]) -> tuple[list[str], bool, int | None]:
     return rest, dry, num_processes
 
 
-def _names_config(argv: list[str]) -> bool:
-    return any(word == "--config" or word.startswith("--config=") for word in argv)
-
-
 def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
     """`python train.py [--config CONFIG.yaml] [--key VALUE ...] [--dry_run [--num_processes N]]`: returns the process
     exit code. Without `--config` it runs the main job (`healtrl.main_job`: HEAL next to few-shot GRPO on the toy world,
@@ -298,14 +294,12 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
         return _error(str(exc))
     if dry:
         return dry_run(argv, prog=prog, num_processes=num_processes)
-    if not _names_config(argv) and not any(word in ("-h", "--help") for word in argv):
-        from healtrl.main_job import run_main_job
-
-        try:
-            return run_main_job(argv, prog=prog)
-        except (ConfigError, MissingExtraError) as exc:
-            return _error(str(exc))
     try:
+        command_line = _split_argv(argv)
+        if command_line.config_path is None and not command_line.help:
+            from healtrl.main_job import run_main_job
+
+            return run_main_job(argv, prog=prog)
         resolved = resolve(argv, default=DEFAULT_CONFIG_YAML, prog=prog)
         trainer = run_training(resolved)
     except (ConfigError, MissingExtraError) as exc:

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from healtrl.config import DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, resolve
+from healtrl.config import DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve
 
 __all__ = ["MAIN_SELECT_YAML", "PANELS", "grpo_counterpart", "run_main_job", "summarize"]
 
@@ -68,29 +68,6 @@ PANELS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _pop_option(argv: list[str], name: str) -> tuple[list[str], str | None]:
-    """Remove `--name VALUE` / `--name=VALUE` from argv; return the rest and the (last) value."""
-    rest, value, i = [], None, 0
-    flag = f"--{name}"
-    while i < len(argv):
-        word = argv[i]
-        if word == flag:
-            if i + 1 >= len(argv):
-                raise ConfigError(f"`{flag}` on the command line has no value; pass it as `{flag} VALUE`.")
-            value, i = argv[i + 1], i + 2
-            continue
-        if word.startswith(flag + "="):
-            value = word.split("=", 1)[1]
-        else:
-            rest.append(word)
-        i += 1
-    return rest, value
-
-
-def _has_option(argv: list[str], name: str) -> bool:
-    return any(word == f"--{name}" or word.startswith(f"--{name}=") for word in argv)
-
-
 def grpo_counterpart(heal: ResolvedConfig, output_dir: str, prog: str = "train.py") -> ResolvedConfig:
     """The GRPO run with the budget of the HEAL run `heal`: its settings without HEAL's fields, on the target data.
 
@@ -106,7 +83,7 @@ def grpo_counterpart(heal: ResolvedConfig, output_dir: str, prog: str = "train.p
     values = {k: v for k, v in yaml.safe_load(heal.to_yaml()).items() if k not in heal_only and k != "trainer"}
     values["output_dir"] = output_dir
     args, script = heal.trainer_args, heal.script_args
-    rollouts = args.generation_batch_size  # per process, per generation batch
+    rollouts = args.generation_batch_size  # per generation batch, all processes (the main job runs one)
     prompts = rollouts // args.num_generations
     num_target = script.num_train_samples
     if num_target is not None and num_target < prompts:
@@ -146,13 +123,35 @@ def summarize(histories: dict[str, list[dict]], window: int = SUMMARY_WINDOW) ->
     return "\n".join(lines)
 
 
-def _select(root: str) -> str:
-    from healtrl.selection import SELECTED_DIR, select_general_data
+def _select(output_dir: str) -> None:
+    from healtrl.selection import select_general_data
 
     options: dict[str, Any] = yaml.safe_load(MAIN_SELECT_YAML)
-    options["output_dir"] = os.path.join(root, "select")
+    options["output_dir"] = output_dir
     select_general_data(**options, progress=True)
-    return os.path.join(options["output_dir"], SELECTED_DIR)
+
+
+def _layout(argv: list[str]) -> tuple[str, list[str], bool]:
+    """(root folder, the HEAL run's command line, whether the selection runs) for the main job's overrides `argv`.
+
+    `--output_dir` names the root (HEAL, GRPO and the selection go into sub-folders); the selection writes HEAL's
+    general data unless `--general_dataset_name` is given. Overrides are read as `healtrl.config` reads them
+    (`--key value`, `--key=value`, `--key-name`); the last one of a key wins, so appending overrides them.
+    """
+    from healtrl.selection import SELECTED_DIR
+
+    overrides = {key: words for key, words, _ in _split_argv(argv).overrides}
+    root = DEFAULT_ROOT
+    if "output_dir" in overrides:
+        words = overrides["output_dir"]
+        if not words or len(words) != 1:
+            raise ConfigError("`--output_dir` needs one value, the main job's root folder: `--output_dir outputs/x`.")
+        root = words[0]
+    select = "general_dataset_name" not in overrides
+    heal_argv = [*argv, "--output_dir", os.path.join(root, "heal")]
+    if select:
+        heal_argv += ["--general_dataset_name", os.path.join(root, "select", SELECTED_DIR)]
+    return root, heal_argv, select
 
 
 def run_main_job(argv: list[str] | None = None, prog: str = "train.py") -> int:
@@ -162,7 +161,7 @@ def run_main_job(argv: list[str] | None = None, prog: str = "train.py") -> int:
         ConfigError: For a bad override (unknown key, wrong type), naming the key and the fix.
     """
     from healtrl.cli import run_training
-    from healtrl.plotting import plot_curves, read_metrics
+    from healtrl.plotting import plot_curves
 
     argv = list(sys.argv[1:] if argv is None else argv)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -172,13 +171,7 @@ def run_main_job(argv: list[str] | None = None, prog: str = "train.py") -> int:
             "with `python train.py`, or give a config for a distributed run: `torchrun --nproc_per_node 2 train.py "
             "--config configs/toy_grpo.yaml`."
         )
-    argv, root = _pop_option(argv, "output_dir")
-    root = root or DEFAULT_ROOT
-    select = not _has_option(argv, "general_dataset_name")
-    general = os.path.join(root, "select", "selected")
-    heal_argv = [*argv, "--output_dir", os.path.join(root, "heal")]
-    if select:
-        heal_argv += ["--general_dataset_name", general]
+    root, heal_argv, select = _layout(argv)
     heal = resolve(heal_argv, default=DEFAULT_CONFIG_YAML, prog=prog)  # fail on a bad override before any work
     grpo = grpo_counterpart(heal, os.path.join(root, "grpo"), prog=prog)
 
@@ -186,30 +179,28 @@ def run_main_job(argv: list[str] | None = None, prog: str = "train.py") -> int:
     print(f"healtrl main job -> {os.path.abspath(root)}", flush=True)
     if select:
         print("\n[1/4] Selecting general-domain data (healtrl select, configs/main_select.yaml)", flush=True)
-        _select(root)
+        _select(os.path.join(root, "select"))
     else:
         print(f"\n[1/4] Selection skipped: general data from {heal.trainer_args.general_dataset_name}", flush=True)
     print(f"\n[2/4] HEAL: {steps} steps (configs/main.yaml)", flush=True)
-    trainer = run_training(heal)
-    trainer.end()
+    heal_trainer = run_training(heal)
+    heal_trainer.end()
     g = grpo.trainer_args
     print(
         f"\n[3/4] GRPO, same budget: {steps} steps, {g.per_device_train_batch_size} rollouts per step "
         f"({g.per_device_train_batch_size // g.num_generations} prompts x {g.num_generations})",
         flush=True,
     )
-    trainer = run_training(grpo)
-    trainer.end()
+    grpo_trainer = run_training(grpo)
+    grpo_trainer.end()
 
-    histories = {
-        "GRPO": read_metrics(grpo.trainer_args.output_dir),
-        "HEAL": read_metrics(heal.trainer_args.output_dir),
-    }
+    histories = {"GRPO": grpo_trainer.state.log_history, "HEAL": heal_trainer.state.log_history}
     path = plot_curves(
         histories,
         os.path.join(root, PLOT_FILE),
         panels=PANELS,
-        title=f"HEAL vs few-shot GRPO ({heal.model_args.model_name_or_path}, 8 target problems, same budget)",
+        title=f"HEAL vs few-shot GRPO ({heal.model_args.model_name_or_path}, {heal.script_args.num_train_samples} "
+        "target problems, same budget)",
     )
     print(f"\n[4/4] {os.path.abspath(path)}\n\n{summarize(histories)}", flush=True)
     return 0

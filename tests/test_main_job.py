@@ -14,7 +14,7 @@ import yaml
 
 from healtrl.cli import main
 from healtrl.config import DEFAULT_CONFIG_YAML, resolve
-from healtrl.main_job import MAIN_SELECT_YAML, PANELS, grpo_counterpart, summarize
+from healtrl.main_job import MAIN_SELECT_YAML, PANELS, _layout, grpo_counterpart, summarize
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
@@ -70,6 +70,21 @@ def test_summary_table_reads_both_runs():
     # HEAL: its target-domain keys win over `reward` (which holds the EDA bonus)
     assert rows["HEAL"] == ["0.900", "0.550", "0.100", "0.450"]
     assert len(PANELS) == 2
+
+
+@pytest.mark.parametrize("flag", [["--output_dir", "runs/x"], ["--output_dir=runs/x"], ["--output-dir", "runs/x"]])
+def test_output_dir_names_the_root_in_every_spelling(flag):
+    root, heal_argv, select = _layout(["--max_steps", "3", *flag])
+    assert root == "runs/x" and select
+    args = resolve(heal_argv, default=DEFAULT_CONFIG_YAML).trainer_args
+    assert args.output_dir == "runs/x/heal" and args.general_dataset_name == "runs/x/select/selected"
+    assert args.max_steps == 3
+
+
+def test_given_general_data_skips_the_selection():
+    root, heal_argv, select = _layout(["--general_dataset_name", "my/data"])
+    assert root == "outputs/main" and not select
+    assert resolve(heal_argv, default=DEFAULT_CONFIG_YAML).trainer_args.general_dataset_name == "my/data"
 
 
 def test_bad_override_fails_before_any_work(tmp_path, capsys):
