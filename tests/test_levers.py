@@ -287,3 +287,16 @@ def test_unsupported_trl_version(monkeypatch):
         check_trl_version()
     monkeypatch.setattr(trl, "__version__", "1.16.2")
     assert check_trl_version() == "1.16.2"
+
+
+def test_dataset_smaller_than_one_generation_batch_is_refused(tmp_path):
+    """TRL draws whole batches of distinct prompts and would train 0 steps on 3 rows with 4 prompts per batch."""
+    with pytest.raises(ValueError, match=r"train_dataset has 3 rows, fewer than the 4 distinct prompts") as info:
+        build_trainer(EntropyGRPOTrainer, EntropyGRPOConfig, tmp_path, train_dataset=tiny_dataset(3))
+    assert "num_generations" not in str(info.value).split("TRL would train 0 steps.")[1]  # 16 % 3: no such value
+    with pytest.raises(ValueError, match=r"2 rows, fewer than the 4 .* set num_generations to 8 so that every batch"):
+        build_trainer(EntropyGRPOTrainer, EntropyGRPOConfig, tmp_path, train_dataset=tiny_dataset(2))
+    # exactly one batch of distinct prompts is enough
+    trainer = build_trainer(EntropyGRPOTrainer, EntropyGRPOConfig, tmp_path, train_dataset=tiny_dataset(4))
+    trainer.train()
+    assert trainer.state.global_step == 2

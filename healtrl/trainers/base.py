@@ -311,14 +311,18 @@ class EntropyGRPOTrainer(GRPOTrainer):
         if dataset is None or not hasattr(dataset, "__len__"):  # none, or an iterable dataset
             return
         rows = len(dataset)
-        prompts = self.args.generation_batch_size // self.num_generations
+        rollouts = self.args.generation_batch_size
+        prompts = rollouts // self.num_generations
         if rows < prompts:
+            fill = (
+                f"set num_generations to {rollouts // rows} so that every batch holds each prompt once, "
+                if rows and rollouts % rows == 0
+                else ""
+            )
             raise ValueError(
                 f"train_dataset has {rows} rows, fewer than the {prompts} distinct prompts of one generation batch "
-                f"(generation_batch_size {self.args.generation_batch_size} / num_generations {self.num_generations}); "
-                "TRL would train 0 steps. Lower per_device_train_batch_size (or steps_per_generation), raise "
-                f"num_generations to {self.args.generation_batch_size // max(rows, 1)} so that every batch holds each "
-                "prompt once, or add rows."
+                f"(generation_batch_size {rollouts} / num_generations {self.num_generations}); TRL would train 0 "
+                f"steps. Lower per_device_train_batch_size (or steps_per_generation), {fill}or add rows."
             )
 
     def get_reward_augmentations(self) -> dict[str, float]:
