@@ -50,10 +50,11 @@ def toy_args(config_cls, output_dir, steps, seed, **overrides):
     return toy_grpo_config(output_dir, steps=steps, config_cls=config_cls, **kwargs)
 
 
-def target_data(n: int, seed: int, repeat: bool = True):
+def target_data(n: int, seed: int, repeat: bool = True, family: str = "add"):
     from healtrl.data import load_train_dataset
 
-    rows = load_train_dataset("healtrl-toy/add", split="train", num_samples=80, seed=0)  # the 80 training additions
+    # The 80 training problems of the family (for "add": the 80 training additions; 20 are held out).
+    rows = load_train_dataset(f"healtrl-toy/{family}", split="train", num_samples=80, seed=0)
     rows = rows.shuffle(seed=seed).select(range(n))
     if not repeat:
         return rows
@@ -154,14 +155,15 @@ def run(method: str, regime: str, seed: int, steps: int, workdir: str, selected:
     return trainer.state.log_history, held_out, seconds
 
 
-def held_out_pass_at(model, tokenizer, seed: int, k: int = 16) -> dict[int, float]:
-    """Unbiased pass@j (j = 1, 2, 4, ..., k) on the 20 held-out additions, k samples each at temperature 1.
+def held_out_pass_at(model, tokenizer, seed: int, k: int = 16, family: str = "add") -> dict[int, float]:
+    """Unbiased pass@j (j = 1, 2, 4, ..., k) on the 20 held-out problems of `family`, k samples each at temperature 1.
 
     Args:
         model: The trained policy (put in eval mode).
         tokenizer: Its tokenizer.
         seed: Sampling seed.
         k: Samples per problem.
+        family: Toy task family ("add": the 20 held-out additions).
 
     Returns:
         j -> mean over problems of pass@j; pass@1 equals avg@k.
@@ -170,10 +172,10 @@ def held_out_pass_at(model, tokenizer, seed: int, k: int = 16) -> dict[int, floa
 
     model.eval()
     results = evaluate(
-        model, ["toy-add"], k=k, tokenizer=tokenizer, temperature=1.0, max_new_tokens=4, seed=seed, split="test",
+        model, [f"toy-{family}"], k=k, tokenizer=tokenizer, temperature=1.0, max_new_tokens=4, seed=seed, split="test",
         progress=False,
     )  # fmt: skip
-    return dict(results.tasks["toy-add"].pass_at)
+    return dict(results.tasks[f"toy-{family}"].pass_at)
 
 
 def held_out_accuracy(model, tokenizer, seed: int, k: int = 16) -> tuple[float, float]:

@@ -12,6 +12,13 @@ at most 4 completion tokens (`healtrl.toy.collapse.toy_grpo_config`), one torch 
   `clip_cov`, `kl_cov`, `entropy_adv`: the trainers, configs and toy settings of `benchmarks/entropy_methods.py`
   (`RUNS`); `opefo`: `OPEFOTrainer` with the paper's defaults, strictly on-policy (the toy config's one update per
   rollout batch is what it requires). All trained on the same target data as `grpo`.
+- Opt-in (not in the default study): PosAdv's ablations `neg_only` / `pos_only` (A<0 / A>0 tokens only), which test
+  the premise of the entropy-guided schedule (training on A<0 tokens raises the entropy).
+
+`--task mul` swaps the target family for single-digit multiplication (`healtrl-toy/qwen2-mul`, hard problems stay
+longer; no general domain, so not `heal` / `hybrid`). Besides the final numbers, the report has a table of entropy and
+reward at fixed steps per method and seed, with the share of zero-variance groups and AER's alpha / PosAdv's lambda at
+those steps (also printed at the end of the run).
 
 Measured per step: the mean token entropy of the step's target-domain rollouts (the generating policy's, full
 vocabulary) and their mean accuracy reward. After training: avg@16 and unbiased pass@4 / pass@16 on the 20 held-out
@@ -26,6 +33,8 @@ subset. Default: 200 steps per run, 3 seeds, 2 jobs (78 runs).
     python benchmarks/toy_study.py                                   # the whole study (3 seeds, 2 regimes, 13 methods)
     python benchmarks/toy_study.py --seeds 0 --steps 5 --methods grpo heal --regimes few_shot --output-dir /tmp/s
     python benchmarks/toy_study.py --report-only                     # figure + table from the cache, no training
+    python benchmarks/toy_study.py --task mul --methods grpo aer posadv neg_only --regimes few_shot --steps 400 \
+        --output-dir benchmarks/results/entropy_control_toy_mul          # the issue #4 evidence on multiplication
 """
 
 from __future__ import annotations
@@ -55,6 +64,19 @@ for _path in (ROOT, HERE):  # healtrl (repository root) and the sibling benchmar
 import heal_toy  # noqa: E402
 
 REGIMES = heal_toy.REGIMES  # few_shot: 8 target problems, full: 80
+# --task: target family -> (toy model, what it is). "add" is the study's world; "mul" keeps hard problems longer.
+TASKS = {
+    "add": (
+        heal_toy.MODEL,
+        "a tiny Qwen2 warmed up to ~20% sampled accuracy on single-digit addition (the target domain) and max-of-two "
+        "(the general domain)",
+    ),
+    "mul": (
+        "healtrl-toy/qwen2-mul",
+        "a tiny Qwen2 warmed up to ~20% sampled accuracy on single-digit multiplication (one- and two-digit answers); "
+        "no general domain, so HEAL and Hybrid do not run on it",
+    ),
+}
 K = 16  # held-out samples per problem
 RESULTS_DIR = os.path.join(HERE, "results")
 RUNS_SUBDIR = "toy_study_runs"
@@ -80,6 +102,14 @@ METHODS: dict[str, tuple[str, str, str, str | None, str]] = {
         "posadv_entropy",
         "entropy-guided lambda: delta 0.2, Delta 0.05, lambda_0 0",
     ),
+    "neg_only": (
+        "A<0 tokens only",
+        "entropy control",
+        "runs",
+        "neg_only",
+        "PosAdv's ablation (lambda = 0 throughout): the entropy-guided schedule's premise is that this raises entropy",
+    ),
+    "pos_only": ("A>0 tokens only", "entropy control", "runs", "pos_only", "PosAdv's other ablation"),
     "opefo": (
         "OPEFO",
         "entropy control",
@@ -122,6 +152,8 @@ METHODS: dict[str, tuple[str, str, str, str | None, str]] = {
     "entropy_adv": ("Entropy-Adv", "Cov baselines", "runs", "entropy_adv", "alpha 0.4, kappa 2"),
 }
 GROUPS = ("HEAL", "entropy control", "TRL baselines", "Cov baselines")
+ABLATIONS = ("neg_only", "pos_only")  # opt-in: not part of the default study
+DEFAULT_METHODS = [m for m in METHODS if m not in ABLATIONS]
 GRPO_COLOR = "black"
 
 # Per-step series kept in a run's JSON: name -> log keys, first present wins (heal_toy's keys: HEAL logs per domain).
@@ -130,15 +162,21 @@ SERIES = {
     "entropy_general": heal_toy.GENERAL_ENTROPY,
     "reward_target": heal_toy.TARGET_REWARD,
     "policy_entropy": ("entropy",),  # entropy of the loss forward (all tokens of the update batch)
+    # Diagnostics of the entropy controllers (absent from runs cached before they were added).
+    "zero_std": ("frac_reward_zero_std",),  # share of groups whose rewards are all equal: no policy gradient
+    "controller": ("aer/alpha", "posadv/lambda"),  # AER's global alpha, PosAdv's lambda
+    "hard_frac": ("aer/hard_frac",),  # AER: share of prompts with group accuracy below rho
 }
+FIXED_STEPS = (50, 100, 200, 300, 400, 600, 800, 1000)  # the fixed-steps table (and the last step)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # One run (in a worker process)
 # ---------------------------------------------------------------------------------------------------------------------
-def run_path(runs_dir: str, method: str, regime: str, seed: int, steps: int) -> str:
-    """The cache file of one run."""
-    return os.path.join(runs_dir, f"{method}-{regime}-seed{seed}-{steps}steps.json")
+def run_path(runs_dir: str, method: str, regime: str, seed: int, steps: int, task: str = "add") -> str:
+    """The cache file of one run (the study's `add` runs keep their original names)."""
+    name = f"{method}-{regime}" if task == "add" else f"{method}-{task}-{regime}"
+    return os.path.join(runs_dir, f"{name}-seed{seed}-{steps}steps.json")
 
 
 def _series(history: list[dict], keys: Sequence[str], steps: int) -> list[float | None]:
@@ -150,8 +188,8 @@ def _series(history: list[dict], keys: Sequence[str], steps: int) -> list[float 
     return [None] * steps
 
 
-def _make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str):
-    """The trainer and tokenizer of one run (see METHODS)."""
+def _make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str, task: str = "add"):
+    """The trainer and tokenizer of one run (see METHODS) on the target family `task` (see TASKS)."""
     from transformers import PrinterCallback, set_seed
 
     from healtrl import OPEFOConfig, OPEFOTrainer
@@ -160,6 +198,10 @@ def _make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str)
     from healtrl.toy.tasks import toy_reward
 
     source, runs_key = METHODS[method][2], METHODS[method][3]
+    if task != "add" and source == "heal_toy":
+        if method != "grpo":
+            raise ValueError(f"{method} needs the general domain of the add world; --task {task} has none.")
+        source, runs_key = "runs", "grpo"  # the same run as heal_toy's grpo: EntropyGRPOTrainer, rollout entropies on
     if source == "heal_toy":
         selected: dict = {}
         if method == "heal":
@@ -176,22 +218,22 @@ def _make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str)
         import entropy_methods
 
         trainer_cls, config_cls, overrides, _ = entropy_methods.RUNS[runs_key]
-    model, tokenizer = load_toy_model(heal_toy.MODEL)
-    out = os.path.join(workdir, f"{method}-{regime}-{seed}")
+    model, tokenizer = load_toy_model(TASKS[task][0])
+    out = os.path.join(workdir, f"{method}-{task}-{regime}-{seed}")
     set_seed(seed)
     args = heal_toy.toy_args(config_cls, out, steps, seed, rollout_entropy=True, **overrides)
     trainer = trainer_cls(
         model=model,
         reward_funcs=toy_reward,
         args=args,
-        train_dataset=heal_toy.target_data(REGIMES[regime], seed, repeat=True),  # the data of heal_toy's grpo
+        train_dataset=heal_toy.target_data(REGIMES[regime], seed, repeat=True, family=task),  # heal_toy's grpo data
         processing_class=tokenizer,
     )
     trainer.remove_callback(PrinterCallback)
     return trainer, tokenizer
 
 
-def run_one(method: str, regime: str, seed: int, steps: int, output_dir: str, work_dir: str) -> dict:
+def run_one(method: str, regime: str, seed: int, steps: int, output_dir: str, work_dir: str, task: str = "add") -> dict:
     """Train one run, evaluate it on the held-out problems and write its JSON into the cache (atomically).
 
     Args:
@@ -201,6 +243,7 @@ def run_one(method: str, regime: str, seed: int, steps: int, output_dir: str, wo
         steps: Optimizer steps.
         output_dir: Study output folder (the cache is its `toy_study_runs/`).
         work_dir: Scratch folder: trainer outputs, the general pool and the HEAL selection of each seed.
+        task: Target family, a key of TASKS.
 
     Returns:
         The run record (also written to `run_path(...)`).
@@ -214,12 +257,12 @@ def run_one(method: str, regime: str, seed: int, steps: int, output_dir: str, wo
     start, cpu_start = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        trainer, tokenizer = _make_trainer(method, regime, seed, steps, work_dir)
+        trainer, tokenizer = _make_trainer(method, regime, seed, steps, work_dir, task)
         t_train = time.perf_counter()
         trainer.train()
         train_seconds = time.perf_counter() - t_train
         t_eval = time.perf_counter()
-        pass_at = heal_toy.held_out_pass_at(trainer.model, tokenizer, seed, K)
+        pass_at = heal_toy.held_out_pass_at(trainer.model, tokenizer, seed, K, family=task)
         eval_seconds = time.perf_counter() - t_eval
     history = trainer.state.log_history
     record = {
@@ -228,7 +271,8 @@ def run_one(method: str, regime: str, seed: int, steps: int, output_dir: str, wo
         "regime": regime,
         "seed": seed,
         "steps": steps,
-        "model": heal_toy.MODEL,
+        "task": task,
+        "model": TASKS[task][0],
         "trainer": type(trainer).__name__,
         "series": {name: _series(history, keys, steps) for name, keys in SERIES.items()},
         "held_out": {"k": K, "avg@k": pass_at[1], "pass_at": {str(j): v for j, v in pass_at.items()}},
@@ -242,7 +286,7 @@ def run_one(method: str, regime: str, seed: int, steps: int, output_dir: str, wo
         "finished": datetime.datetime.now().isoformat(timespec="seconds"),
         "pid": os.getpid(),
     }
-    path = run_path(runs_dir, method, regime, seed, steps)
+    path = run_path(runs_dir, method, regime, seed, steps, task)
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w") as f:
         json.dump(record, f)
@@ -495,6 +539,41 @@ def findings(records: dict, methods: Sequence[str], regimes: Sequence[str], wind
     return lines
 
 
+def _at(values: Sequence[float | None] | None, step: int, digits: int = 2) -> str:
+    """The value logged at `step` (1-based), "—" when missing (e.g. a run cached before the series existed)."""
+    v = values[step - 1] if values is not None and step <= len(values) else None
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+def fixed_steps_table(records: dict, methods: Sequence[str], regimes: Sequence[str], steps: int, window: int):
+    """Entropy and reward at fixed steps, per method and seed, side by side (issue #4), plus the controllers' state.
+
+    H@s / R@s: mean target-rollout entropy / reward over the `window` steps ending at s (H@1: the first step alone).
+    zero-std: share of the step's groups whose rewards are all equal (no policy gradient from them). alpha / lambda:
+    AER's global scale or PosAdv's lambda at that step. Returns markdown lines.
+    """
+    points = [p for p in FIXED_STEPS if p < steps] + [steps]
+    head = ["data", "method", "seed", "H@1"] + [f"H@{p}" for p in points] + [f"R@{p}" for p in points]
+    head += [f"zero-std at {'/'.join(map(str, points))}", "alpha or lambda at the same steps"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for regime in regimes:
+        for m in methods:
+            for r in records.get((m, regime), []):
+                series = r["series"]
+                h, rew = series["entropy_target"], series["reward_target"]
+                cells = [regime, METHODS[m][0], str(r["seed"]), f"{window_mean(h, 1, 1):.3f}"]
+                cells += [f"{window_mean(h, p, window):.3f}" for p in points]
+                cells += [f"{window_mean(rew, p, window):.3f}" for p in points]
+                cells.append(" / ".join(_at(series.get("zero_std"), p) for p in points))
+                control = series.get("controller")
+                has_control = control is not None and any(v is not None for v in control)
+                cells.append(
+                    " / ".join(_at(control, p, 3) for p in points) if has_control else ""
+                )  # alpha moves by 0.005
+                lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def write_report(args, records: dict, wall_seconds: float, trained: int, cached: int) -> str:
     """Write the PNG and the markdown table; return the markdown path."""
     import torch
@@ -523,9 +602,8 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
         "",
         "## Setup",
         "",
-        f"`{heal_toy.MODEL}`: a tiny Qwen2 warmed up to ~20% sampled accuracy on single-digit addition (the target "
-        "domain) and max-of-two (the general domain). Target data: 8 training additions (`few_shot`) or all 80 "
-        "(`full`), drawn by seed; the 20 held-out additions are never trained on. Every run: "
+        f"`{TASKS[args.task][0]}`: {TASKS[args.task][1]}. Target data: 8 training problems of `{args.task}` "
+        "(`few_shot`) or all 80 (`full`), drawn by seed; its 20 held-out problems are never trained on. Every run: "
         f"{args.steps} optimizer steps, 16 prompts x 8 generations per step, lr 5e-4 decaying linearly to 0, "
         "temperature 1, no KL, at most 4 completion tokens; seeds "
         f"{', '.join(map(str, args.seeds))}. Final reward: mean accuracy reward of the target rollouts (training "
@@ -555,6 +633,18 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
             )
     lines += ["", "## What held and what did not", ""]
     lines += findings(records, args.methods, args.regimes, args.window)
+    lines += [
+        "",
+        "## Entropy and reward at fixed steps",
+        "",
+        f"H@s / R@s: mean target-rollout entropy / training reward over the {args.window} steps ending at step s (H@1: "
+        "the first step). AER's target is H* = tau x H0 = 0.4 x H@1; entropy-guided PosAdv's threshold is delta = "
+        "0.2. zero-std: share of the step's groups whose 8 rewards are all equal, which give no policy gradient. alpha "
+        "or lambda: AER's global scale alpha or PosAdv's lambda at that step (empty for the other methods; — for runs "
+        "cached before these series were recorded).",
+        "",
+    ]
+    lines += fixed_steps_table(records, args.methods, args.regimes, args.steps, args.window)
     with open(md, "w") as f:
         f.write("\n".join(lines) + "\n")
     return md
@@ -566,8 +656,9 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=list(METHODS))
     parser.add_argument("--regimes", nargs="+", default=list(REGIMES), choices=list(REGIMES))
+    parser.add_argument("--task", default="add", choices=list(TASKS), help="target task family (see TASKS)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=200, help="optimizer steps per run")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (one torch thread each)")
@@ -585,6 +676,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}.")
     args.methods = list(dict.fromkeys(args.methods))
+    if args.task != "add":
+        needs_general = [m for m in args.methods if METHODS[m][2] == "heal_toy" and m != "grpo"]
+        if needs_general:
+            parser.error(
+                f"--methods {' '.join(needs_general)} need the general domain of the add world; with --task "
+                f"{args.task} choose from "
+                f"{', '.join(m for m in METHODS if METHODS[m][2] != 'heal_toy' or m == 'grpo')}."
+            )
     args.regimes = list(dict.fromkeys(args.regimes))
     args.seeds = list(dict.fromkeys(args.seeds))
     args.command = None if argv is None else "python benchmarks/toy_study.py " + " ".join(argv)
@@ -609,9 +708,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     for seed in args.seeds:
         for regime in args.regimes:
             for method in args.methods:
-                record = load_run(run_path(runs_dir, method, regime, seed, args.steps))
+                record = load_run(run_path(runs_dir, method, regime, seed, args.steps, args.task))
                 if record is None:
-                    tasks.append((method, regime, seed, args.steps, args.output_dir, args.work_dir))
+                    tasks.append((method, regime, seed, args.steps, args.output_dir, args.work_dir, args.task))
                 else:
                     records.setdefault((method, regime), []).append(record)
     cached = sum(len(v) for v in records.values())
@@ -653,6 +752,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     for runs in records.values():
         runs.sort(key=lambda r: r["seed"])
     markdown = write_report(args, records, time.perf_counter() - start, len(trained), cached)
+    print("\n".join(fixed_steps_table(records, args.methods, args.regimes, args.steps, args.window)), flush=True)
     print(f"wrote {markdown} and {os.path.join(args.output_dir, 'toy_study.png')}", flush=True)
     return {
         "records": records,

@@ -89,3 +89,73 @@ def test_study_subset_writes_table_and_figure_and_reuses_cache(tmp_path, monkeyp
     assert [os.path.getmtime(f) for f in files] == mtimes
     assert re.search(r"0 runs trained, 3 read from the cache", Path(again["markdown"]).read_text())
     assert table_rows(Path(again["markdown"]).read_text()).keys() == rows.keys()
+
+
+def _record(method, seed, entropy, reward, zero_std=None, controller=None):
+    series = {"entropy_target": entropy, "reward_target": reward}
+    if zero_std is not None:
+        series["zero_std"] = zero_std
+    if controller is not None:
+        series["controller"] = controller
+    return {"method": method, "seed": seed, "steps": len(entropy), "series": series}
+
+
+def test_fixed_steps_table_by_hand(monkeypatch):
+    monkeypatch.setattr(toy_study, "FIXED_STEPS", (2, 4))
+    records = {
+        ("aer", "few_shot"): [
+            _record(
+                "aer", 0, [1.0, 0.8, None, 0.4, 0.2], [0.0, 0.5, 0.5, 1.0, 1.0], [0.5] * 5, [0.0, 0.0, 0.005, 0.01, 0.0]
+            )
+        ],
+        # A run cached before the diagnostics existed: no zero_std / controller series.
+        ("grpo", "few_shot"): [_record("grpo", 1, [0.9] * 5, [0.25] * 5)],
+    }
+    lines = toy_study.fixed_steps_table(records, ["grpo", "aer"], ["few_shot"], steps=5, window=2)
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert header == ["data", "method", "seed", "H@1", "H@2", "H@4", "H@5", "R@2", "R@4", "R@5",
+                      "zero-std at 2/4/5", "alpha or lambda at the same steps"]  # fmt: skip
+    rows = {r[1]: r for r in ([c.strip() for c in line.strip("|").split("|")] for line in lines[2:])}
+    assert list(rows) == ["GRPO", "AER"]  # method order of the arguments
+    # AER: H@2 = mean(1.0, 0.8), H@4 = step 4 alone (step 3 not logged), H@5 = mean(0.4, 0.2); R likewise.
+    assert rows["AER"][2:10] == ["0", "1.000", "0.900", "0.400", "0.300", "0.250", "0.750", "1.000"]
+    assert rows["AER"][10] == "0.50 / 0.50 / 0.50"
+    assert rows["AER"][11] == "0.000 / 0.010 / 0.000"
+    assert rows["GRPO"][10] == "— / — / —" and rows["GRPO"][11] == ""
+
+
+def test_other_task_rejects_methods_that_need_the_general_domain(capsys):
+    for method in ("heal", "hybrid"):
+        with pytest.raises(SystemExit):
+            toy_study.parse_args(["--task", "mul", "--methods", "grpo", method])
+        assert f"--methods {method} need the general domain" in capsys.readouterr().err
+    args = toy_study.parse_args(["--task", "mul", "--methods", "grpo", "aer"])
+    assert args.task == "mul" and args.methods == ["grpo", "aer"]
+    assert "neg_only" not in toy_study.parse_args([]).methods  # the ablations are opt-in
+
+
+def test_mul_task_records_the_controllers(tmp_path, capsys):
+    argv = ["--task", "mul", "--steps", "2", "--seeds", "0", "--regimes", "few_shot", "--jobs", "1", "--window", "1"]
+    argv += ["--methods", "grpo", "aer", "posadv", "neg_only", "--output-dir", str(tmp_path)]
+    argv += ["--work-dir", str(tmp_path / "work")]
+    result = toy_study.main(argv)
+    runs = {}
+    for method in ("grpo", "aer", "posadv", "neg_only"):
+        path = tmp_path / "toy_study_runs" / f"{method}-mul-few_shot-seed0-2steps.json"
+        runs[method] = json.loads(path.read_text())
+        assert runs[method]["task"] == "mul" and runs[method]["model"] == "healtrl-toy/qwen2-mul"
+        assert all(0.0 <= v <= 1.0 for v in runs[method]["series"]["zero_std"])
+    # AER: alpha_0 = 0 and the entropy starts above H* = 0.4 H0, so alpha stays 0 (eq. 11 clips at 0).
+    assert runs["aer"]["series"]["controller"] == [0.0, 0.0]
+    assert runs["aer"]["series"]["hard_frac"][0] is not None
+    # Entropy-guided PosAdv: lambda_0 = 0, then + Delta = 0.05 while the entropy is above delta = 0.2.
+    assert runs["posadv"]["series"]["entropy_target"][0] > 0.2
+    assert runs["posadv"]["series"]["controller"] == [0.0, 0.05]
+    assert runs["neg_only"]["series"]["controller"] == [0.0, 0.0]
+    assert runs["grpo"]["series"]["controller"] == [None, None]
+    # The same first step for every method (same model, data and seed; the methods differ only in the update).
+    assert len({r["series"]["entropy_target"][0] for r in runs.values()}) == 1
+    markdown = Path(result["markdown"]).read_text()
+    assert "`healtrl-toy/qwen2-mul`" in markdown and "## Entropy and reward at fixed steps" in markdown
+    assert "| few_shot | A<0 tokens only | 0 |" in markdown
+    assert "| few_shot | AER | 0 |" in capsys.readouterr().out  # the fixed-steps table is printed too
