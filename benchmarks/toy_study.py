@@ -567,9 +567,8 @@ def fixed_steps_table(records: dict, methods: Sequence[str], regimes: Sequence[s
                 cells.append(" / ".join(_at(series.get("zero_std"), p) for p in points))
                 control = series.get("controller")
                 has_control = control is not None and any(v is not None for v in control)
-                cells.append(
-                    " / ".join(_at(control, p, 3) for p in points) if has_control else ""
-                )  # alpha moves by 0.005
+                # Three digits for the controllers: AER's alpha moves by eta = 0.005 a step.
+                cells.append(" / ".join(_at(control, p, 3) for p in points) if has_control else "")
                 lines.append("| " + " | ".join(cells) + " |")
     return lines
 
