@@ -541,8 +541,8 @@ def findings(records: dict, methods: Sequence[str], regimes: Sequence[str], wind
 
 def _at(values: Sequence[float | None] | None, step: int, digits: int = 2) -> str:
     """The value logged at `step` (1-based), "—" when missing (e.g. a run cached before the series existed)."""
-    v = values[step - 1] if values is not None and step <= len(values) else None
-    return "—" if v is None else f"{v:.{digits}f}"
+    v = window_mean(values or [], step, 1)
+    return "—" if math.isnan(v) else f"{v:.{digits}f}"
 
 
 def fixed_steps_table(records: dict, methods: Sequence[str], regimes: Sequence[str], steps: int, window: int):
@@ -639,8 +639,8 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
         f"H@s / R@s: mean target-rollout entropy / training reward over the {args.window} steps ending at step s (H@1: "
         "the first step). AER's target is H* = tau x H0 = 0.4 x H@1; entropy-guided PosAdv's threshold is delta = "
         "0.2. zero-std: share of the step's groups whose 8 rewards are all equal, which give no policy gradient. alpha "
-        "or lambda: AER's global scale alpha or PosAdv's lambda at that step (empty for the other methods; — for runs "
-        "cached before these series were recorded).",
+        "or lambda: AER's global scale alpha or PosAdv's lambda at that step (empty for the other methods and for runs "
+        "cached before these series were recorded, whose zero-std cells read —).",
         "",
     ]
     lines += fixed_steps_table(records, args.methods, args.regimes, args.steps, args.window)
