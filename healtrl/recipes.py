@@ -285,7 +285,7 @@ class BestCheckpointRule:
         )
         if self.include_final:
             text += " and the final model"
-        return text + "; ties go to the earliest step" + (f". Rule: {self.source}" if self.source else "")
+        return text + "; ties go to the earliest step" + (f" (source: {self.source})" if self.source else "")
 
 
 def _build(cls, data, where: str):
