@@ -489,7 +489,8 @@ def recipe_problems(script_args, trainer_args=None) -> tuple[list[str], list[str
     results = parse_paper_results(getattr(script_args, "paper_results", None), protocol)
     if results:
         benchmarks = list(dict.fromkeys(r.benchmark for r in results))
-        lines.append(f"paper results: {len(results)} numbers on {', '.join(benchmarks)}")
+        count = f"{len(results)} number{'s' if len(results) != 1 else ''}"
+        lines.append(f"paper results: {count} on {', '.join(benchmarks)}")
     if protocol is not None:
         lines.append("paper protocol: " + _describe_protocol(asdict(protocol)))
     return lines, problems
