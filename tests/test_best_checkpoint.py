@@ -373,3 +373,12 @@ def test_training_run_checkpoints_end_to_end(tmp_path):
         f"## {BEST_CHECKPOINT_SECTION}"
         in (out / best["checkpoint"] if best["checkpoint"] != "final" else out).joinpath("README.md").read_text()
     )
+
+
+def test_train_dry_run_reports_the_rule_and_refuses_unsaved_candidates(capsys):
+    rule = "{tasks: [toy-add], metric: pass@1, every_steps: 20, max_new_tokens: 4}"
+    base = ["train", "--config", "configs/toy_grpo.yaml", "--dry_run", "--best_checkpoint", rule]
+    assert main([*base, "--save_strategy", "steps", "--save_steps", "10"]) == 0
+    assert "best checkpoint: highest mean pass@1 over toy-add" in capsys.readouterr().out
+    assert main([*base, "--save_strategy", "steps", "--save_steps", "15"]) == 2
+    assert "best_checkpoint.every_steps is 20 but save_steps is 15" in capsys.readouterr().err
