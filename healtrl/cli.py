@@ -152,10 +152,17 @@ def write_run_files(trainer, resolved: ResolvedConfig, output_dir: str) -> None:
             f.write(json.dumps(entry) + "\n")
     title = f"{resolved.trainer_name}: {resolved.model_args.model_name_or_path} on {resolved.script_args.dataset_name}"
     plot_curves(history, os.path.join(output_dir, CURVES_FILE), title=title)
+    write_config_file(resolved, output_dir)
+
+
+def write_config_file(resolved: ResolvedConfig, output_dir: str) -> str:
+    """`config.yaml`: the explicitly set keys, which reproduce the run (and carry its recipe: best_checkpoint, ...)."""
+    os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, CONFIG_FILE)
     with open(path, "w") as f:
         f.write(f"# The explicitly set keys of this run. Reproduce it with: python train.py --config {path}\n")
         f.write(resolved.to_yaml())
+    return path
 
 
 def _card_dataset_name(name: str) -> str:
@@ -209,6 +216,8 @@ def run_training(resolved: ResolvedConfig):
     trainer.model_card_datasets = [_card_dataset_name(name) for name in names if name]
     if script_args.eval_tasks:
         trainer.add_callback(periodic_eval_callback(script_args, trainer_args, trainer))
+    if trainer.is_world_process_zero():  # now, so that `healtrl eval --checkpoints` can read a killed run's recipe
+        write_config_file(resolved, trainer_args.output_dir)
     trainer.train(resume_from_checkpoint=trainer_args.resume_from_checkpoint)
 
     output_dir = trainer_args.output_dir
@@ -817,6 +826,13 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
             f"{', '.join(script_args.eval_tasks)}: avg@{script_args.eval_k} and pass@k every "
             f"{script_args.eval_every_steps} steps (the tasks load from their sources when the run starts)",
         )
+    from healtrl.recipes import recipe_problems
+
+    recipe_lines, recipe_issues = recipe_problems(script_args, args)  # the fields were validated by ScriptArguments
+    for line in recipe_lines:
+        label, _, text = line.partition(": ")
+        report.add(label, text)
+    report.problems.extend(recipe_issues)
     report.add(
         "output",
         f"{args.output_dir} (report_to {_plain(report.replaced.get('report_to', args.report_to))}, save_strategy {_plain(args.save_strategy)}, "

@@ -171,6 +171,23 @@ class ScriptArguments:
             Most tokens per evaluation completion. Defaults to the trainer's `max_completion_length`.
         eval_batch_size (`int`, *optional*, defaults to `64`):
             Sequences per `generate` call of the periodic evaluation.
+        best_checkpoint (`dict`, *optional*):
+            The paper's checkpoint-selection rule, as data: `healtrl eval --checkpoints <output_dir>` evaluates the
+            saved checkpoints with it and marks the best. Keys (`healtrl.recipes.BestCheckpointRule`): `tasks` (list,
+            required), `metric` (`avg@k`, `pass@k`, `pass@<j>`; required), `k` (int or `{task: int}`, default 1),
+            `reduce` (`mean`), `temperature` (1.0), `top_p` (1.0), `top_k` (0), `max_new_tokens` (default: the run's
+            `max_completion_length`), `seed` (0), `num_problems`, `split`, `every_steps` (only checkpoints at
+            multiples of it are candidates; save checkpoints at that interval), `include_final` (false), `source`
+            (where the paper states the rule). Example (aer.txt App. A): `{tasks: [aime25], metric: pass@1, k: 32,
+            every_steps: 20}`.
+        paper_results (`list[dict]`, *optional*, defaults to `[]`):
+            The paper's reported numbers for this recipe, one mapping per number: `benchmark` (a task name),
+            `metric` (`avg@k`, `pass@<j>`, ...), `value` (percent, as printed), `k` (samples behind the number;
+            default `paper_protocol.k`), `table` (e.g. `"aer.txt Table 1, Qwen3-4B-Base, w/ AER (Ours)"`). `healtrl
+            eval` on a run of this recipe writes `paper_comparison.md`: your numbers, the paper's, the difference.
+        paper_protocol (`dict`, *optional*):
+            How the paper decoded `paper_results`: `k`, `temperature`, `top_p`, `max_new_tokens` (null: not stated
+            by the paper) and `source` (where it is stated). Mismatches with your evaluation are flagged.
     """
 
     dataset_name: str | None = field(
@@ -276,6 +293,28 @@ class ScriptArguments:
     eval_batch_size: int = field(
         default=64, metadata={"help": "Sequences per `generate` call of the periodic evaluation."}
     )
+    best_checkpoint: dict | None = field(
+        default=None,
+        metadata={
+            "help": "The paper's checkpoint-selection rule for `healtrl eval --checkpoints <output_dir>`: a mapping "
+            "with `tasks`, `metric` (avg@k, pass@k, pass@<j>), `k`, `reduce`, `temperature`, `top_p`, "
+            "`max_new_tokens`, `every_steps`, `include_final`, `source` (see healtrl.recipes.BestCheckpointRule)."
+        },
+    )
+    paper_results: list[dict] = field(
+        default_factory=list,
+        metadata={
+            "help": "The paper's reported numbers for this recipe: a list of {benchmark, metric, value (percent), k, "
+            "table}; `healtrl eval` on the run writes them next to yours (paper_comparison.md)."
+        },
+    )
+    paper_protocol: dict | None = field(
+        default=None,
+        metadata={
+            "help": "The paper's decoding protocol of `paper_results`: {k, temperature, top_p, max_new_tokens, "
+            "source}; null values mean not stated by the paper."
+        },
+    )
 
     def __post_init__(self):
         if self.num_target is not None:
@@ -300,6 +339,10 @@ class ScriptArguments:
 
             for task in self.eval_tasks:
                 get_task(task)  # ValueError naming the known tasks
+        from healtrl.recipes import parse_best_checkpoint, parse_paper_protocol, parse_paper_results
+
+        parse_best_checkpoint(self.best_checkpoint)  # ValueErrors name the key: best_checkpoint.<key>
+        parse_paper_results(self.paper_results, parse_paper_protocol(self.paper_protocol))
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -21,6 +21,20 @@ Reported per task (fractions in `results.json`, percentages in `results.md`):
 * `mean_response_length`: generated tokens per completion, counting the end-of-sequence token when one was generated
   (as TRL's `completions/mean_length`); `truncated_fraction`: completions that hit `max_new_tokens` without one.
 
+Recipes (`healtrl.recipes`): `healtrl eval --checkpoints <run dir>` evaluates every saved `checkpoint-N` of a training
+run by the recipe's `best_checkpoint` rule (read from the run's `config.yaml`; flags override it), writes one row per
+checkpoint as it finishes (`checkpoint_eval.jsonl`: a killed evaluation resumes without redoing finished checkpoints),
+the table `checkpoint_eval.md` with the best marked, `best_checkpoint.json`, and a "Best checkpoint" section in the
+chosen folder's model card. When the evaluated model's run (or `--compare_paper CONFIG`) carries the paper's numbers
+(`paper_results`, `paper_protocol`), `healtrl eval --model` also writes `paper_comparison.md`: yours, the paper's, the
+difference, with both decoding protocols and every mismatch flagged (`--results a.json,b.json` renders it from earlier
+evaluations without sampling).
+
+```bash
+healtrl eval --checkpoints outputs/aer_qwen3_4b_deepscaler                    # the rule of the run's config.yaml
+healtrl eval --model outputs/aer_qwen3_4b_deepscaler/checkpoint-140           # the paper's benchmarks and decoding
+```
+
 During training, `PeriodicEvalCallback` runs the same evaluation on the current policy every `every_n_steps`
 optimizer steps and logs `eval/<task>/avg@k`, `eval/<task>/pass@j`, `eval/<task>/mean_response_length` through the
 trainer's logging (so they reach `metrics.jsonl`, wandb, trackio or tensorboard). From a `train.py` config, set
@@ -58,6 +72,7 @@ __all__ = [
     "VLLMGenerator",
     "eval_main",
     "evaluate",
+    "evaluate_checkpoints",
     "evaluate_task",
     "pass_at_k_points",
     "score_completions",
@@ -1005,17 +1020,25 @@ def _build_parser(prog: str) -> _Parser:
         description=(
             "Sample k completions per problem of each task, score them with the task's reward, and report avg@k, "
             "pass@j (unbiased estimator, j = 1, 2, 4, ..., k) and the mean response length. Writes results.json and "
-            "results.md to --output_dir."
+            "results.md to --output_dir; when the model's run (its config.yaml) or --compare_paper names the paper's "
+            "numbers (paper_results), also paper_comparison.md. With --checkpoints RUN_DIR: evaluates every saved "
+            "checkpoint of a training run by the recipe's best_checkpoint rule (from the run's config.yaml; the "
+            "flags below override it) and marks the best."
         ),
     )
-    parser.add_argument("--model", required=True, help="Local folder (model or LoRA adapter), Hub id, or healtrl name.")
-    parser.add_argument("--tasks", required=True, help="Comma-separated task names, e.g. math500,aime24.")
-    parser.add_argument("--k", type=int, default=1, help="Samples per problem (default 1).")
-    parser.add_argument("--temperature", type=float, default=1.0, help="Sampling temperature; 0: greedy (default 1).")
-    parser.add_argument("--top_p", type=float, default=1.0, help="Nucleus sampling threshold (default 1.0: off).")
-    parser.add_argument("--top_k", type=int, default=0, help="Top-k sampling (default 0: off).")
-    parser.add_argument("--max_new_tokens", type=int, default=4096, help="Most tokens per completion (default 4096).")
-    parser.add_argument("--seed", type=int, default=0, help="Seed of sampling and of --num_samples subsets.")
+    parser.add_argument("--model", default=None, help="Local folder (model or LoRA adapter), Hub id, or healtrl name.")
+    parser.add_argument(
+        "--tasks",
+        default=None,
+        help="Comma-separated task names, e.g. math500,aime24. Default: the benchmarks of the paper's numbers "
+        "(paper_results) of the model's run or of --compare_paper; with --checkpoints, the rule's tasks.",
+    )
+    parser.add_argument("--k", type=int, default=None, help="Samples per problem (default 1).")
+    parser.add_argument("--temperature", type=float, default=None, help="Sampling temperature; 0: greedy (default 1).")
+    parser.add_argument("--top_p", type=float, default=None, help="Nucleus sampling threshold (default 1.0: off).")
+    parser.add_argument("--top_k", type=int, default=None, help="Top-k sampling (default 0: off).")
+    parser.add_argument("--max_new_tokens", type=int, default=None, help="Most tokens per completion (default 4096).")
+    parser.add_argument("--seed", type=int, default=None, help="Seed of sampling and of --num_samples subsets.")
     parser.add_argument(
         "--batch_size", type=int, default=64, help="Sequences per generate call (transformers backend; default 64)."
     )
@@ -1029,7 +1052,11 @@ def _build_parser(prog: str) -> _Parser:
         default=DEFAULT_THRESHOLD,
         help="A completion is correct when its reward is >= this (default 1.0).",
     )
-    parser.add_argument("--output_dir", default=None, help="Where to write results (default outputs/eval/<model>).")
+    parser.add_argument(
+        "--output_dir",
+        default=None,
+        help="Where to write results (default outputs/eval/<model>; with --checkpoints, the run folder).",
+    )
     parser.add_argument("--backend", choices=BACKENDS, default="auto", help="Generation backend (default auto).")
     parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
     parser.add_argument("--device", default="auto", help="transformers backend: auto, cpu, cuda, cuda:1, ...")
@@ -1045,6 +1072,39 @@ def _build_parser(prog: str) -> _Parser:
     parser.add_argument("--max_model_len", type=int, default=None, help="vLLM context length.")
     parser.add_argument("--trust_remote_code", action="store_true")
     parser.add_argument("--no_progress", action="store_true", help="Hide progress bars.")
+    recipe = parser.add_argument_group("recipes: best checkpoint and the paper's numbers (healtrl.recipes)")
+    recipe.add_argument(
+        "--checkpoints",
+        metavar="RUN_DIR",
+        default=None,
+        help="Evaluate every checkpoint-N folder of this training run by the best-checkpoint rule; writes "
+        "checkpoint_eval.jsonl/.md and best_checkpoint.json, resumes where a killed evaluation stopped.",
+    )
+    recipe.add_argument(
+        "--compare_paper",
+        "--compare-paper",
+        "--config",
+        dest="config",
+        metavar="CONFIG",
+        default=None,
+        help="Training YAML config whose best_checkpoint, paper_results and paper_protocol to use (default: the "
+        "config.yaml of the run folder, or of the model's run).",
+    )
+    recipe.add_argument(
+        "--results",
+        default=None,
+        metavar="PATHS",
+        help="Comma-separated results.json files of earlier `healtrl eval` runs: write the paper comparison from them "
+        "without evaluating (needs --compare_paper or a run's config).",
+    )
+    recipe.add_argument("--metric", default=None, help="Rule metric: avg@k, pass@k or pass@<j> (--checkpoints).")
+    recipe.add_argument("--reduce", default=None, help="Rule reduction over tasks: mean (--checkpoints).")
+    recipe.add_argument(
+        "--every_steps", type=int, default=None, help="Only checkpoints at multiples of this step (--checkpoints)."
+    )
+    recipe.add_argument(
+        "--include_final", action="store_true", help="Also evaluate the run folder's final model (--checkpoints)."
+    )
     return parser
 
 
@@ -1053,8 +1113,33 @@ def _default_output_dir(model: str) -> str:
     return os.path.join("outputs", "eval", name or "model")
 
 
+_SAMPLING_DEFAULTS = {"k": 1, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 4096, "seed": 0}
+
+
+def _split_names(text: str | None) -> list[str] | None:
+    return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _task_paths(items: Sequence[str], problems: list[str]) -> dict[str, str]:
+    task_paths = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            problems.append(f"--task_path expects TASK=PATH, got {item!r}.")
+        else:
+            task_paths[name] = path
+    return task_paths
+
+
+def _report(problems: Sequence[str]) -> int:
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return 2
+
+
 def eval_main(argv: list[str] | None = None, prog: str = "healtrl eval") -> int:
-    """`healtrl eval --model M --tasks a,b --k K ...`: returns the process exit code (0, or 2 on a usage error)."""
+    """`healtrl eval --model M --tasks a,b --k K ...` (or `--checkpoints RUN_DIR`, or `--results PATHS`): returns the
+    process exit code (0, or 2 on a usage error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _build_parser(prog)
     try:
@@ -1064,32 +1149,94 @@ def eval_main(argv: list[str] | None = None, prog: str = "healtrl eval") -> int:
         return 2
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
+    if args.checkpoints is not None:
+        return _checkpoints_main(args, prog)
+    if args.results is not None:
+        return _compare_results_main(args, prog)
+    return _model_main(args, prog)
 
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+
+def _paper_recipe(args, model: str | None) -> tuple[list, Any, str | None]:
+    """(paper_results, paper_protocol, config path) from --compare_paper, else from the config.yaml of the model's
+    run (a local run folder or one of its checkpoint-N folders); ([], None, None) when neither names any."""
+    from healtrl import recipes
+
+    if args.config is not None:
+        config, path = recipes.read_run_config(args.config), args.config
+        if config is None:
+            raise ValueError(f"--compare_paper {args.config}: no such config file.")
+    elif model is not None and os.path.isdir(model):
+        config, path = recipes.run_config_for(model)
+    else:
+        return [], None, None
+    if not config:
+        return [], None, path
+    try:
+        protocol = recipes.parse_paper_protocol(config.get("paper_protocol"))
+        results = recipes.parse_paper_results(config.get("paper_results"), protocol)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return results, protocol, path
+
+
+def _write_comparison(output_dir: str, paper, protocol, results: Sequence[dict], model: str | None, source) -> str:
+    from healtrl import recipes
+
+    rows = recipes.compare_with_paper(paper, protocol, results)
+    title = "Your run vs the paper" + (f" ({os.path.basename(source)})" if source else "")
+    os.makedirs(output_dir, exist_ok=True)
+    md_path = os.path.join(output_dir, recipes.COMPARISON_MD)
+    with open(md_path, "w") as f:
+        f.write(recipes.render_comparison(rows, protocol, results, title=title, model=model))
+    with open(os.path.join(output_dir, recipes.COMPARISON_JSON), "w") as f:
+        json.dump({"config": source, "protocol": asdict(protocol) if protocol else None, "rows": rows}, f, indent=2)
+        f.write("\n")
+    return md_path
+
+
+def _model_main(args, prog: str) -> int:
+    """`healtrl eval --model M ...`: evaluate one model (and compare with the paper's numbers when a recipe has them)."""
     problems = []
+    if args.model is None:
+        return _report(["--model is required (or --checkpoints RUN_DIR, or --results PATHS); see `--help`."])
+    try:
+        paper, protocol, source = _paper_recipe(args, args.model)
+    except ValueError as exc:
+        return _report([str(exc)])
+    tasks = _split_names(args.tasks)
+    settings = {name: getattr(args, name) for name in _SAMPLING_DEFAULTS}
+    if tasks is None:
+        if not paper:
+            return _report(["--tasks is required (e.g. `--tasks math500,aime24`): no paper_results to take them from."])
+        # Evaluate as the paper did: its benchmarks, and its decoding where it states it (flags still win).
+        tasks = list(dict.fromkeys(entry.benchmark for entry in paper))
+        ks = sorted({entry.k for entry in paper})
+        if settings["k"] is None and len(ks) > 1:
+            by_k = {k: sorted({e.benchmark for e in paper if e.k == k}) for k in ks}
+            runs = "; ".join(f"`--tasks {','.join(names)} --k {k}`" for k, names in by_k.items())
+            return _report(
+                [f"The paper's numbers in {source} use several k ({', '.join(map(str, ks))}); evaluate one k at a "
+                 f"time into separate --output_dir: {runs}, then `{prog} --compare_paper {source} --results "
+                 "A/results.json,B/results.json`."]
+            )  # fmt: skip
+        paper_settings = {"k": ks[0], "temperature": protocol and protocol.temperature,
+                          "top_p": protocol and protocol.top_p, "max_new_tokens": protocol and protocol.max_new_tokens}  # fmt: skip
+        for name, value in paper_settings.items():
+            if settings[name] is None and value is not None:
+                settings[name] = value
+        print(f"Tasks and decoding from the paper's protocol ({source}): {', '.join(tasks)}.", file=sys.stderr)
+    for name, default in _SAMPLING_DEFAULTS.items():
+        if settings[name] is None:
+            settings[name] = default
     if not tasks:
         problems.append("--tasks names no task; pass e.g. `--tasks math500,aime24`.")
-    if args.k < 1:
-        problems.append(f"--k must be a positive number of samples per problem, got {args.k}.")
+    if settings["k"] < 1:
+        problems.append(f"--k must be a positive number of samples per problem, got {settings['k']}.")
     if args.num_samples is not None and args.num_samples < 1:
         problems.append(f"--num_samples must be a positive number of problems, got {args.num_samples}.")
-    task_paths = {}
-    for item in args.task_path:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            problems.append(f"--task_path expects TASK=PATH, got {item!r}.")
-        else:
-            task_paths[name] = path
+    task_paths = _task_paths(args.task_path, problems)
     try:
-        SamplingSettings(
-            k=max(args.k, 1),
-            temperature=args.temperature,
-            top_p=args.top_p,
-            top_k=args.top_k,
-            max_new_tokens=args.max_new_tokens,
-            seed=args.seed,
-            batch_size=args.batch_size,
-        )
+        SamplingSettings(**{**settings, "k": max(settings["k"], 1)}, batch_size=args.batch_size)
     except ValueError as exc:
         problems.append(f"--{str(exc)[1:].replace('`', '', 1)}")
     if not problems:
@@ -1101,9 +1248,7 @@ def eval_main(argv: list[str] | None = None, prog: str = "healtrl eval") -> int:
             except ValueError as exc:
                 problems.append(str(exc))
     if problems:
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return _report(problems)
 
     from healtrl.cli import configure_threads
 
@@ -1112,12 +1257,7 @@ def eval_main(argv: list[str] | None = None, prog: str = "healtrl eval") -> int:
         results = evaluate(
             args.model,
             tasks,
-            k=args.k,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            top_k=args.top_k,
-            max_new_tokens=args.max_new_tokens,
-            seed=args.seed,
+            **settings,
             batch_size=args.batch_size,
             num_samples=args.num_samples,
             split=args.split,
@@ -1127,11 +1267,7 @@ def eval_main(argv: list[str] | None = None, prog: str = "healtrl eval") -> int:
             dtype=args.dtype,
             device=args.device,
             trust_remote_code=args.trust_remote_code,
-            vllm_kwargs={
-                "tensor_parallel_size": args.tensor_parallel_size,
-                "gpu_memory_utilization": args.gpu_memory_utilization,
-                "max_model_len": args.max_model_len,
-            },
+            vllm_kwargs=_vllm_kwargs(args),
             progress=not args.no_progress,
         )
     except (ValueError, ImportError, OSError) as exc:
@@ -1141,4 +1277,418 @@ def eval_main(argv: list[str] | None = None, prog: str = "healtrl eval") -> int:
     json_path, md_path = results.write(output_dir)
     print(results.to_markdown())
     print(f"Wrote {json_path} and {md_path}")
+    if paper:
+        path = _write_comparison(output_dir, paper, protocol, [results.to_dict()], args.model, source)
+        with open(path) as f:
+            print(f.read())
+        print(f"Wrote {path} (the paper's numbers from {source})")
     return 0
+
+
+def _vllm_kwargs(args) -> dict[str, Any]:
+    return {
+        "tensor_parallel_size": args.tensor_parallel_size,
+        "gpu_memory_utilization": args.gpu_memory_utilization,
+        "max_model_len": args.max_model_len,
+    }
+
+
+def _compare_results_main(args, prog: str) -> int:
+    """`healtrl eval --results a/results.json,b/results.json --compare_paper CONFIG`: the comparison only."""
+    from healtrl.model_card import read_eval_results
+
+    paths = _split_names(args.results) or []
+    if not paths:
+        return _report(["--results names no file; pass e.g. `--results outputs/eval/run/results.json`."])
+    results = []
+    for path in paths:
+        try:
+            data = read_eval_results(path)
+        except ValueError as exc:
+            return _report([str(exc)])
+        if data is None:
+            return _report([f"--results: {path} does not exist (a results.json written by `{prog}`)."])
+        results.append(data)
+    model = results[0].get("model")
+    try:
+        paper, protocol, source = _paper_recipe(args, model)
+    except (ValueError, ImportError) as exc:
+        return _report([str(exc)])
+    if not paper:
+        return _report(
+            ["--results needs the paper's numbers: pass --compare_paper CONFIG (a training config with paper_results)."]
+        )
+    output_dir = args.output_dir or os.path.dirname(os.path.abspath(paths[0]))
+    try:
+        path = _write_comparison(output_dir, paper, protocol, results, model, source)
+    except ValueError as exc:
+        return _report([str(exc)])
+    with open(path) as f:
+        print(f.read())
+    print(f"Wrote {path}")
+    return 0
+
+
+def _checkpoints_main(args, prog: str) -> int:
+    """`healtrl eval --checkpoints RUN_DIR [rule overrides]`: the best checkpoint of a run by the recipe's rule."""
+    from healtrl import recipes
+
+    run_dir = args.checkpoints
+    if args.model is not None:
+        return _report(["--model and --checkpoints exclude each other: --checkpoints evaluates the run's own folders."])
+    if not os.path.isdir(run_dir):
+        return _report([f"--checkpoints {run_dir}: no such folder (pass the output_dir of a training run)."])
+    config_path = args.config or os.path.join(run_dir, recipes.RUN_CONFIG)
+    try:
+        config = recipes.read_run_config(config_path) or {}
+    except ValueError as exc:
+        return _report([str(exc)])
+    if args.config is not None and not os.path.isfile(args.config):
+        return _report([f"--config {args.config}: no such file."])
+    rule_data = dict(config.get("best_checkpoint") or {})
+    overrides = {
+        "tasks": _split_names(args.tasks),
+        "metric": args.metric,
+        "k": args.k,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "top_k": args.top_k,
+        "max_new_tokens": args.max_new_tokens,
+        "seed": args.seed,
+        "num_problems": args.num_samples,
+        "split": args.split,
+        "every_steps": args.every_steps,
+        "reduce": args.reduce,
+        "include_final": True if args.include_final else None,
+    }
+    overrides = {key: value for key, value in overrides.items() if value is not None}
+    if not rule_data and not {"tasks", "metric"} <= set(overrides):
+        where = config_path if os.path.isfile(config_path) else f"{config_path} (missing)"
+        return _report(
+            [f"No best-checkpoint rule: {where} sets no `best_checkpoint`. Add it to the recipe (see "
+             "healtrl.recipes.BestCheckpointRule) or pass the rule as flags, at least --tasks and --metric."]
+        )  # fmt: skip
+    rule_data.update(overrides)
+    if rule_data.get("max_new_tokens") is None:
+        rule_data["max_new_tokens"] = config.get("max_completion_length")
+        if rule_data["max_new_tokens"] is None:
+            return _report(
+                [f"The rule sets no max_new_tokens and {config_path} no max_completion_length: pass --max_new_tokens "
+                 "or set best_checkpoint.max_new_tokens."]
+            )  # fmt: skip
+    problems: list[str] = []
+    task_paths = _task_paths(args.task_path, problems)
+    try:
+        rule = recipes.parse_best_checkpoint(rule_data)
+    except ValueError as exc:
+        problems.append(str(exc))
+    if problems:
+        return _report(problems)
+
+    from healtrl.cli import configure_threads
+
+    configure_threads()
+    try:
+        outcome = evaluate_checkpoints(
+            run_dir,
+            rule,
+            output_dir=args.output_dir,
+            threshold=args.threshold,
+            backend=args.backend,
+            task_paths=task_paths,
+            batch_size=args.batch_size,
+            dtype=args.dtype,
+            device=args.device,
+            trust_remote_code=args.trust_remote_code,
+            vllm_kwargs=_vllm_kwargs(args),
+            progress=not args.no_progress,
+        )
+    except (ValueError, ImportError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with open(outcome["files"]["table"]) as f:
+        print(f.read())
+    reused = len(outcome["rows"]) - len(outcome["evaluated"])
+    print(
+        f"Evaluated {len(outcome['evaluated'])} checkpoint(s), reused {reused} stored row(s)"
+        + (f", not candidates: {', '.join(outcome['skipped'])}" if outcome["skipped"] else "")
+        + f". Best: {outcome['best']['checkpoint']}. Wrote {outcome['files']['table']} and {outcome['files']['best']}"
+    )
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Best checkpoint: evaluate every saved checkpoint of a run by the recipe's rule (healtrl.recipes)
+# ----------------------------------------------------------------------------------------------------------------
+def _evaluation_key(rule, threshold: float, task_paths: dict[str, str] | None) -> dict[str, Any]:
+    """What a checkpoint's stored row depends on: a row is reused only when this is unchanged."""
+    return {
+        "tasks": {task: rule.k_of(task) for task in rule.tasks},
+        "temperature": rule.temperature,
+        "top_p": rule.top_p,
+        "top_k": rule.top_k,
+        "max_new_tokens": rule.max_new_tokens,
+        "seed": rule.seed,
+        "num_problems": rule.num_problems,
+        "split": rule.split,
+        "threshold": float(threshold),
+        "task_paths": dict(sorted((task_paths or {}).items())),
+    }
+
+
+def _read_rows(path: str) -> list[dict[str, Any]]:
+    """The rows stored in `path`; a last line cut short by a kill is dropped (and the file rewritten without it)."""
+    if not os.path.isfile(path):
+        return []
+    with open(path) as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    rows = []
+    for i, line in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i != len(lines) - 1:
+                raise ValueError(
+                    f"{path} line {i + 1} is not valid JSON. It holds the rows of checkpoints already evaluated; "
+                    "delete the file to evaluate every checkpoint again."
+                ) from None
+            _write_rows(path, rows)  # an interrupted write: drop the partial line
+    return rows
+
+
+def _write_rows(path: str, rows: Sequence[dict[str, Any]]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    os.replace(tmp, path)
+
+
+def _append_row(path: str, row: dict[str, Any]) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _release_accelerator_memory() -> None:
+    """Free the previous checkpoint's model before the next one loads (vLLM engines hold GPU memory until cleaned)."""
+    import gc
+
+    if "vllm" in sys.modules:
+        with contextlib.suppress(Exception):  # absent or renamed in some vLLM versions: gc below still runs
+            from vllm.distributed import cleanup_dist_env_and_memory
+
+            cleanup_dist_env_and_memory()
+    gc.collect()
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def evaluate_checkpoints(
+    run_dir: str | os.PathLike,
+    rule,
+    *,
+    output_dir: str | os.PathLike | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    backend: str = "auto",
+    task_paths: dict[str, str] | None = None,
+    batch_size: int = 64,
+    dtype: str = "auto",
+    device: str = "auto",
+    trust_remote_code: bool = False,
+    vllm_kwargs: dict[str, Any] | None = None,
+    update_model_cards: bool = True,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Evaluate the saved checkpoints of a training run by a best-checkpoint rule and mark the best.
+
+    Every candidate (the `checkpoint-N` folders of `run_dir` whose step is a multiple of `rule.every_steps`, plus the
+    run's final model with `rule.include_final`) is evaluated with `evaluate` on `rule.tasks` (one call per distinct
+    k). Each finished checkpoint's row is appended to `checkpoint_eval.jsonl` at once, so a run that is killed resumes
+    where it stopped: rows whose evaluation settings and weight files are unchanged are not evaluated again (changing
+    only `metric`, `reduce`, `every_steps` or `include_final` re-scores the stored rows). Then the rows are scored
+    (`healtrl.recipes.score_row`), the best is chosen (`choose_best`: highest score, ties to the earliest step), and
+    `checkpoint_eval.md` (table) and `best_checkpoint.json` are written; with `update_model_cards`, the model card
+    (`README.md`) of the chosen folder gets a "Best checkpoint" section (and the run folder's card names the choice).
+
+    Args:
+        run_dir: The training run's `output_dir`.
+        rule: A `healtrl.recipes.BestCheckpointRule` (or its mapping) with `max_new_tokens` set.
+        output_dir: Where the rows and tables go (default: `run_dir`).
+        threshold, backend, task_paths, batch_size, dtype, device, trust_remote_code, vllm_kwargs, progress: as for
+            `evaluate`.
+        update_model_cards: Write the "Best checkpoint" section into the model cards.
+
+    Returns:
+        `{"rows": [...], "best": row, "evaluated": [names evaluated by this call], "skipped": [names not candidates],
+        "files": {name: path}}`; each row holds `checkpoint`, `step`, `path`, `tasks` (per-task results as in
+        `results.json`), `values` (the metric per task) and `score`.
+    """
+    from healtrl import recipes
+
+    rule = recipes.parse_best_checkpoint(rule)
+    if rule.max_new_tokens is None:
+        raise ValueError(
+            "best_checkpoint.max_new_tokens is not set; set it (or pass --max_new_tokens). `healtrl eval --checkpoints` "
+            "takes it from the run's max_completion_length when its config.yaml sets one."
+        )
+    run_dir = os.fspath(run_dir)
+    output_dir = os.fspath(output_dir or run_dir)
+    found = recipes.find_checkpoints(run_dir, include_final=rule.include_final)
+    every = rule.every_steps
+    candidates = [c for c in found if c["checkpoint"] == recipes.FINAL or every is None or c["step"] % every == 0]
+    skipped = [c["checkpoint"] for c in found if c not in candidates]
+    if not candidates:
+        saved = ", ".join(c["checkpoint"] for c in found) or "none"
+        raise ValueError(
+            f"No checkpoint of {run_dir} is a candidate of the rule (checkpoint-N folders with N a multiple of "
+            f"every_steps={every}; found: {saved}). Save checkpoints with `save_strategy: steps` and `save_steps` "
+            "dividing every_steps, or pass --every_steps to match the saved ones."
+        )
+    os.makedirs(output_dir, exist_ok=True)
+    rows_path = os.path.join(output_dir, recipes.CHECKPOINT_ROWS)
+    key = _evaluation_key(rule, threshold, task_paths)
+    stored = _read_rows(rows_path)
+    differing = [row["checkpoint"] for row in stored if row.get("evaluation") != key]
+    if differing:
+        old = stored[0].get("evaluation") or {}
+        changes = [f"{name}: {old.get(name)!r} -> {key[name]!r}" for name in key if old.get(name) != key[name]]
+        raise ValueError(
+            f"{rows_path} holds rows evaluated with other settings ({'; '.join(changes) or 'unreadable settings'}). "
+            "Write to another --output_dir, or delete the file to evaluate every checkpoint again with these settings."
+        )
+    by_name = {row["checkpoint"]: row for row in stored}
+
+    evaluated = []
+    for candidate in candidates:
+        name, path = candidate["checkpoint"], candidate["path"]
+        signature = recipes.weights_signature(path)
+        old = by_name.get(name)
+        if old is not None and old.get("weights") == signature and old.get("step") == candidate["step"]:
+            continue
+        if progress:
+            print(f"Evaluating {name} ({path}) on {', '.join(rule.tasks)}", file=sys.stderr)
+        start = time.perf_counter()
+        tasks: dict[str, Any] = {}
+        backend_used = None
+        for k, group in rule.groups().items():
+            results = evaluate(
+                path,
+                group,
+                k=k,
+                temperature=rule.temperature,
+                top_p=rule.top_p,
+                top_k=rule.top_k,
+                max_new_tokens=rule.max_new_tokens,
+                seed=rule.seed,
+                batch_size=batch_size,
+                num_samples=rule.num_problems,
+                split=rule.split,
+                threshold=threshold,
+                backend=backend,
+                task_paths={t: p for t, p in (task_paths or {}).items() if t in group},
+                dtype=dtype,
+                device=device,
+                trust_remote_code=trust_remote_code,
+                vllm_kwargs=vllm_kwargs,
+                progress=progress,
+            )
+            backend_used = results.backend
+            tasks.update({task: result.to_dict() for task, result in results.tasks.items()})
+            del results
+            _release_accelerator_memory()
+        row = {
+            "checkpoint": name,
+            "step": candidate["step"],
+            "path": path,
+            "weights": signature,
+            "evaluation": key,
+            "backend": backend_used,
+            "tasks": tasks,
+            "seconds": round(time.perf_counter() - start, 3),
+        }
+        if old is not None:  # the weights changed since: replace the stale row
+            stored = [r for r in stored if r["checkpoint"] != name]
+            _write_rows(rows_path, stored)
+        _append_row(rows_path, row)
+        stored.append(row)
+        by_name[name] = row
+        evaluated.append(name)
+
+    rows = []
+    for candidate in candidates:  # in step order; rows of folders that are gone or not candidates are left out
+        row = dict(by_name[candidate["checkpoint"]])
+        row["score"], row["values"] = recipes.score_row(row, rule)
+        rows.append(row)
+    best = recipes.choose_best(rows)
+    table_path = os.path.join(output_dir, recipes.CHECKPOINT_TABLE)
+    with open(table_path, "w") as f:
+        f.write(recipes.render_checkpoint_table(rows, rule, best, run_dir))
+    best_path = os.path.join(output_dir, recipes.BEST_JSON)
+    summary = {
+        "checkpoint": best["checkpoint"],
+        "step": best["step"],
+        "path": best["path"],
+        "score": best["score"],
+        "values": best["values"],
+        "rule": rule.to_dict(),
+        "rule_text": rule.describe(),
+        "candidates": [row["checkpoint"] for row in rows],
+        "not_candidates": skipped,
+        "table": table_path,
+    }
+    with open(best_path, "w") as f:
+        json.dump(summary, f, indent=2)
+        f.write("\n")
+    if update_model_cards:
+        _mark_best_in_model_cards(run_dir, rows, best, rule, table_path)
+    return {
+        "rows": rows,
+        "best": best,
+        "evaluated": evaluated,
+        "skipped": skipped,
+        "files": {"rows": rows_path, "table": table_path, "best": best_path},
+    }
+
+
+def _mark_best_in_model_cards(run_dir: str, rows, best, rule, table_path: str) -> None:
+    """The "Best checkpoint" section: in the chosen folder's card, a note in the run folder's card, and removed from
+    the cards of the other candidates (a previous evaluation may have chosen one of them)."""
+    from healtrl.model_card import BEST_CHECKPOINT_SECTION, best_checkpoint_section, set_card_section
+
+    def update(folder: str, body: str | None, create: bool) -> None:
+        path = os.path.join(folder, "README.md")
+        if not os.path.isfile(path):
+            if not create:
+                return
+            card = f"# Model Card for {os.path.basename(os.path.normpath(folder))}\n"
+        else:
+            with open(path, encoding="utf-8") as f:
+                card = f.read()
+        new = set_card_section(card, BEST_CHECKPOINT_SECTION, body)
+        if new != card:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(new)
+
+    def section(folder: str, here: bool) -> str:
+        return best_checkpoint_section(
+            checkpoint=best["checkpoint"],
+            step=best["step"],
+            score=best["score"],
+            values=best["values"],
+            metric=rule.metric,
+            rule=rule.describe(),
+            candidates=len(rows),
+            table=os.path.relpath(table_path, folder),
+            here=here,
+        )
+
+    for row in rows:
+        if row["path"] != best["path"] and os.path.normpath(row["path"]) != os.path.normpath(run_dir):
+            update(row["path"], None, create=False)
+    update(best["path"], section(best["path"], here=True), create=True)
+    if os.path.normpath(best["path"]) != os.path.normpath(run_dir):
+        update(run_dir, section(run_dir, here=False), create=False)

@@ -10,6 +10,8 @@ Every healtrl trainer writes `README.md` (this card) and `curves.png` next to th
   ones, the first and final logged entropy and reward, and the entropy/reward curves image;
 * evaluation results, when the log history holds `eval/<task>/<metric>` entries (`PeriodicEvalCallback`) or the
   folder holds a `results.json` written by `healtrl eval` (omitted otherwise);
+* a "Best checkpoint" section, added by `healtrl eval --checkpoints` (`set_card_section`): which checkpoint the
+  recipe's rule chose, by which rule, and its score;
 * how to load the checkpoint (transformers, or PEFT for an adapter) and the BibTeX of the papers and of healtrl.
 
 `build_model_card` is a pure function (no trainer, no I/O); the trainers' `create_model_card` / `save_model` gather its
@@ -33,12 +35,15 @@ __all__ = [
     "GRPO_PAPER",
     "HEALTRL_CITATION",
     "RESULTS_JSON",
+    "BEST_CHECKPOINT_SECTION",
     "TRL_CITATION",
+    "best_checkpoint_section",
     "build_model_card",
     "eval_results_from_log_history",
     "format_value",
     "is_hub_id",
     "read_eval_results",
+    "set_card_section",
     "training_summary",
 ]
 
@@ -505,3 +510,68 @@ def build_model_card(
     for label, bibtex in entries:
         lines += [label, "", "```bibtex", bibtex.strip(), "```", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Best checkpoint (written by `healtrl eval --checkpoints`, healtrl.evaluation.evaluate_checkpoints)
+# ----------------------------------------------------------------------------------------------------------------
+BEST_CHECKPOINT_SECTION = "Best checkpoint"
+
+
+def best_checkpoint_section(
+    *,
+    checkpoint: str,
+    step: int | None,
+    score: float,
+    values: Mapping[str, float],
+    metric: str,
+    rule: str,
+    candidates: int,
+    table: str,
+    here: bool,
+) -> str:
+    """The body of the card's "Best checkpoint" section.
+
+    Args:
+        checkpoint: Name of the chosen folder (`checkpoint-N`, or `final`).
+        step: Its optimizer step (None when unknown).
+        score: Its score under the rule, in [0, 1].
+        values: The rule's metric per validation task, in [0, 1].
+        metric: The rule's metric (e.g. `pass@1`).
+        rule: The rule in words (`BestCheckpointRule.describe()`).
+        candidates: How many checkpoints were compared.
+        table: Path of the table of every candidate, relative to the card's folder.
+        here: Whether the card belongs to the chosen folder (else it is the run folder's card).
+    """
+    at_step = f" (step {step})" if step is not None else ""
+    subject = "This checkpoint" if here else f"`{checkpoint}`{at_step}"
+    lines = [
+        f"{subject}{at_step if here else ''} is the one the recipe's rule selects among {candidates} evaluated "
+        f"checkpoint{'s' if candidates != 1 else ''} of the run"
+        + ("" if here else "; this folder holds a different model")
+        + ".",
+        "",
+        f"- Rule: {rule}.",
+        f"- Score: {100 * score:.2f} ({metric}, %); per task: "
+        + ", ".join(f"`{task}` {100 * value:.2f}" for task, value in values.items()),
+        f"- Every candidate: [{table}]({table}) (written by `healtrl eval --checkpoints`).",
+    ]
+    return "\n".join(lines)
+
+
+def set_card_section(card: str, title: str, body: str | None, before: str = "How to load") -> str:
+    """`card` with its `## {title}` section replaced by `body` (added before `## {before}`, else at the end, when the
+    card has none; removed when `body` is None)."""
+    pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
+    block = "" if body is None else f"## {title}\n\n{body.strip()}\n\n"
+    if pattern.search(card):
+        new = pattern.sub(lambda _: block, card, count=1)
+    elif body is None:
+        return card
+    else:
+        anchor = re.search(rf"^## {re.escape(before)}\n", card, re.M)
+        if anchor:
+            new = card[: anchor.start()] + block + card[anchor.start() :]
+        else:
+            new = card.rstrip() + "\n\n" + block
+    return new.rstrip() + "\n"
