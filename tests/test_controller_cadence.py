@@ -7,6 +7,7 @@ steps_per_generation 4, so one generation batch of 16 prompts x 4 completions fe
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -305,14 +306,28 @@ def test_resume_mid_rollout_batch_gives_the_uninterrupted_updates(tmp_path, case
             assert got == pytest.approx(after, rel=1e-6, abs=1e-9), key
 
 
-def test_resume_mid_rollout_batch_without_the_buffer_is_refused(tmp_path):
+def test_resume_mid_rollout_batch_that_cannot_continue_the_batch_is_refused(tmp_path):
     cfg = dict(FOUR_PER_ROLLOUT, max_steps=2, alpha_init=0.01)
     out = tmp_path / "full"
     build_trainer(AERTrainer, AERConfig, out, save_strategy="steps", save_steps=2, **cfg).train()
-    os.remove(out / "checkpoint-2" / ROLLOUT_BUFFER_FILE.format(rank=0))
+    checkpoint = out / "checkpoint-2"
+    # Another rollout-batch layout: the saved half batch does not fit.
+    other = build_trainer(AERTrainer, AERConfig, tmp_path / "other", **dict(cfg, max_steps=4, steps_per_generation=2))
+    with pytest.raises(ValueError, match="middle of a rollout batch of 4 micro-batches"):
+        other.train(resume_from_checkpoint=str(checkpoint))
+    # Written by 2 processes (as the state says): this process's part alone is not the batch.
+    state_path = checkpoint / "healtrl_state.json"
+    state = json.loads(state_path.read_text())
+    state_path.write_text(json.dumps(dict(state, num_processes=2)))
+    two = build_trainer(AERTrainer, AERConfig, tmp_path / "two", **dict(cfg, max_steps=4))
+    with pytest.raises(ValueError, match="by 2 processes"):
+        two.train(resume_from_checkpoint=str(checkpoint))
+    state_path.write_text(json.dumps(state))
+    # The process's part of the batch is missing.
+    os.remove(checkpoint / ROLLOUT_BUFFER_FILE.format(rank=0))
     resumed = build_trainer(AERTrainer, AERConfig, tmp_path / "resumed", **dict(cfg, max_steps=4))
     with pytest.raises(FileNotFoundError, match="middle of a rollout batch"):
-        resumed.train(resume_from_checkpoint=str(out / "checkpoint-2"))
+        resumed.train(resume_from_checkpoint=str(checkpoint))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -160,6 +160,7 @@ class EntropyControlMixin:
             "rng_calls": self._rng_calls,
             "micro_steps": int(self._step),
             "micro_steps_per_rollout_batch": self._generate_every,
+            "num_processes": self.accelerator.num_processes,
             "window_entropy": self._window_entropy,
         }
 
@@ -179,6 +180,13 @@ class EntropyControlMixin:
                 f"The checkpoint was written in the middle of a rollout batch of {saved_every} micro-batches, but this "
                 f"run's rollout batches have {self._generate_every} (steps_per_generation * num_iterations). Resume "
                 "with the checkpoint's steps_per_generation and num_iterations."
+            )
+        saved_processes = int(state.get("num_processes", self.accelerator.num_processes))
+        if saved_processes != self.accelerator.num_processes:
+            raise ValueError(
+                f"The checkpoint was written in the middle of a rollout batch by {saved_processes} processes, each "
+                f"holding its part of the batch; this run has {self.accelerator.num_processes}. Resume with "
+                f"{saved_processes} processes, or from a checkpoint at a rollout-batch boundary."
             )
         self._step = micro_steps  # TRL's counter: where in the rollout batch the run stands
         self._resume_mid_rollout = True
