@@ -44,9 +44,12 @@ def test_aer_update_alpha_hand_computed():
 # ---------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("accum", [1, 2])
 def test_uniform_coefficient_equals_trl_entropy_bonus(tmp_path, accum):
-    """With every prompt at lambda = alpha (rho = 1, g = 0), AER's term is TRL's entropy_coef = alpha bonus."""
+    """With every prompt at lambda = alpha (rho = 1, g = 0), AER's token-normalised term is TRL's entropy_coef = alpha
+    bonus. (The default, the paper's per-sequence normalisation, is checked in tests/test_controller_cadence.py.)"""
     cfg = dict(gradient_accumulation_steps=accum, per_device_train_batch_size=16 // accum)
-    aer = build_trainer(AERTrainer, AERConfig, tmp_path / "aer", rho=1.0, eps=0.0, alpha_init=0.05, **cfg)
+    aer = build_trainer(
+        AERTrainer, AERConfig, tmp_path / "aer", rho=1.0, eps=0.0, alpha_init=0.05, entropy_normalization="token", **cfg
+    )
     trl_trainer = build_trainer(GRPOTrainer, GRPOConfig, tmp_path / "trl", entropy_coef=0.05, **cfg)
     set_seed(1)
     inputs = next_inputs(aer)
@@ -59,7 +62,7 @@ def test_uniform_coefficient_equals_trl_entropy_bonus(tmp_path, accum):
 
 
 def test_per_prompt_coefficients_weight_token_entropies(tmp_path):
-    aer = build_trainer(AERTrainer, AERConfig, tmp_path / "aer", alpha_init=0.3, rho=0.5)
+    aer = build_trainer(AERTrainer, AERConfig, tmp_path / "aer", alpha_init=0.3, rho=0.5, entropy_normalization="token")
     base = build_trainer(EntropyGRPOTrainer, EntropyGRPOConfig, tmp_path / "base")
     set_seed(1)
     inputs = next_inputs(aer)
@@ -101,7 +104,10 @@ def steps_of(history, key):
 
 
 def test_controller_measures_h0_and_updates_alpha(tmp_path):
-    trainer = build_trainer(AERTrainer, AERConfig, tmp_path / "a", max_steps=3, alpha_init=0.02, tau=0.4)
+    # Token normalisation: H_t is then the token mean that TRL logs as `entropy` (compared below).
+    trainer = build_trainer(
+        AERTrainer, AERConfig, tmp_path / "a", max_steps=3, alpha_init=0.02, tau=0.4, entropy_normalization="token"
+    )
     trainer.train()
     hist = trainer.state.log_history
     h0 = steps_of(hist, "aer/initial_entropy")

@@ -41,7 +41,9 @@ def test_cov_selections_hand_computed():
     mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
     # KL-Cov: top int(0.4 * 5) = 2 valid tokens by cov: 6.0 and 4.0 (3.0 is masked out).
     assert kl_cov_select(cov, mask, 0.4).nonzero().tolist() == [[0, 2], [1, 0]]
-    assert kl_cov_select(cov, mask, 0.1).sum() == 0  # int(0.5) = 0
+    # k = max(1, int(0.5)) = 1 by default (the reference code's count); the literal floor int(0.5) = 0 as an option.
+    assert kl_cov_select(cov, mask, 0.1).nonzero().tolist() == [[1, 0]]
+    assert kl_cov_select(cov, mask, 0.1, rounding="floor").sum() == 0
     # Clip-Cov: candidates 1 < cov < 5 and valid: (0,1), (0,2), (1,1); k = max(1, int(0.2 * 5)) = 1.
     sel = clip_cov_select(cov, mask, 0.2, 1.0, 5.0, generator=torch.Generator().manual_seed(0))
     assert sel.sum() == 1 and sel[mask.bool() & (cov > 1) & (cov < 5)].sum() == 1

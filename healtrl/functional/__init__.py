@@ -3,8 +3,8 @@
 Each function cites the paper and equation it implements.
 """
 
-from .aer import aer_coefficients, aer_update_alpha
-from .cov import clip_cov_select, entropy_advantage, kl_cov_select, token_covariance
+from .aer import aer_coefficients, aer_entropy_term, aer_update_alpha, sequence_entropies
+from .cov import clip_cov_select, entropy_advantage, kl_cov_count, kl_cov_select, token_covariance
 from .eda import eda_rewards, entropy_dynamics_similarity, pairwise_entropy_similarity
 from .entropy_change import ESTIMATORS, token_entropy_change
 from .evaluation import pass_at_k
@@ -15,6 +15,7 @@ from .selection import selection_scores, top_fraction_counts
 __all__ = [
     "ESTIMATORS",
     "aer_coefficients",
+    "aer_entropy_term",
     "aer_update_alpha",
     "clip_cov_select",
     "eda_rewards",
@@ -22,6 +23,7 @@ __all__ = [
     "entropy_dynamics_similarity",
     "entropy_guided_lambda",
     "epoch_lambda",
+    "kl_cov_count",
     "kl_cov_select",
     "opefo_flow_sums",
     "opefo_lambda",
@@ -32,6 +34,7 @@ __all__ = [
     "posadv_token_weights",
     "rand_pos_clip_mask",
     "selection_scores",
+    "sequence_entropies",
     "stage_lambda",
     "token_covariance",
     "token_entropy_change",

@@ -50,7 +50,8 @@ def clip_cov_select(
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Clip-Cov token selection (Cui et al. 2025, Clip-Cov; methods.md): among valid tokens with lower < cov < upper
-    that are not already clipped (`exclude`), sample uniformly k = max(1, int(ratio * N)) tokens, N = valid tokens.
+    that are not already clipped (`exclude`), sample uniformly k = max(1, int(ratio * N)) tokens, N = valid tokens
+    (the reference code's count, verl's `clip_num = max(int(ratio * N), 1)`; fewer when there are fewer candidates).
 
     Returns a (B, T) bool tensor, True on the tokens whose loss is zeroed.
     """
@@ -69,20 +70,44 @@ def clip_cov_select(
     return selected.view_as(mask)
 
 
-def kl_cov_select(cov: torch.Tensor, mask: torch.Tensor, ratio: float = 2e-3) -> torch.Tensor:
-    """KL-Cov token selection (Cui et al. 2025, KL-Cov; methods.md): the top-k valid tokens by cov, k = int(ratio * N)
-    (N = valid tokens; k may be 0 on small batches, as in the reference code). Ties are broken by position.
+KL_COV_K_ROUNDINGS = ("at_least_one", "floor")
+
+
+def kl_cov_count(num_valid: int, ratio: float, rounding: str = "at_least_one") -> int:
+    """How many tokens KL-Cov penalises among `num_valid` valid tokens (Cui et al. 2025, KL-Cov; methods.md).
+
+    - `at_least_one` (the reference code: PRIME-RL's Entropy-Mechanism-of-RL and verl's `kl_cov` policy loss):
+      k = max(1, int(ratio * N)) whenever N > 0, so a small batch still gets one penalised token.
+    - `floor`: k = int(ratio * N), the paper's "top ratio of tokens" taken literally: 0 when ratio * N < 1.
+
+    k = 0 when N = 0.
+    """
+    if rounding not in KL_COV_K_ROUNDINGS:
+        raise ValueError(f"rounding must be one of {', '.join(KL_COV_K_ROUNDINGS)}, got {rounding!r}.")
+    if num_valid <= 0:
+        return 0
+    k = int(ratio * num_valid)
+    return max(1, k) if rounding == "at_least_one" else k
+
+
+def kl_cov_select(
+    cov: torch.Tensor, mask: torch.Tensor, ratio: float = 2e-3, rounding: str = "at_least_one"
+) -> torch.Tensor:
+    """KL-Cov token selection (Cui et al. 2025, KL-Cov; methods.md): the top-k valid tokens by cov, k from
+    `kl_cov_count` (N = valid tokens of `mask`): k = max(1, int(ratio * N)) by default, as the reference code, or
+    int(ratio * N) with `rounding="floor"` (0 on small batches). Ties are broken by position (the first in row-major
+    order wins), so the selection is deterministic.
 
     Returns a (B, T) bool tensor, True on the tokens that get the penalty beta * |logp - logp_old|.
     """
     valid = mask.bool()
-    n_valid = int(valid.sum())
-    k = int(ratio * n_valid)
+    k = kl_cov_count(int(valid.sum()), ratio, rounding)
     selected = torch.zeros(mask.numel(), dtype=torch.bool, device=mask.device)
     if k <= 0:
         return selected.view_as(mask)
     flat = cov.flatten().masked_fill(~valid.flatten(), float("-inf"))
-    selected[torch.topk(flat, k).indices] = True
+    order = torch.sort(flat, descending=True, stable=True).indices  # stable: equal covariances keep their order
+    selected[order[:k]] = True
     return selected.view_as(mask)
 
 

@@ -1,18 +1,64 @@
 """Shared plumbing of healtrl's entropy controllers (AER, Pos-Adv-Reweight, the Cov baselines).
 
-- The global policy entropy of each optimizer step: the token-weighted mean of the per-token entropies of the loss
-  forwards of every micro-batch of the step, summed over micro-batches and reduced over processes (identical on every
-  rank), handed to `after_optimizer_step(entropy)` once the optimizer has stepped.
+- Controller cadence (`controller_update`): the AER and Pos-Adv-Reweight papers train with verl, whose workflow is one
+  *iteration* per rollout batch: generate, then take one or more optimizer steps on mini-batches of it, then update the
+  controller once (aer.txt §4.2 "Workflow of AER", (i)-(iv); posadv.txt §7.3, "training step k"). In TRL a rollout
+  (generation) batch spans `steps_per_generation * num_iterations` micro-batches, i.e.
+  `steps_per_generation * num_iterations / gradient_accumulation_steps` optimizer steps (4 in the AER and PosAdv
+  paper configs). With `controller_update: rollout_batch` (the default) the controller moves once, after the last
+  optimizer step of each rollout batch; with `optimizer_step` it moves after every optimizer step.
+- The entropy H_t handed to the controller: the entropy of every training micro-batch's loss forward (the policy
+  being updated, with the batch's tokens) over the whole window (the rollout batch, all its optimizer steps and all
+  `num_iterations` passes, or the one optimizer step), over all processes, averaged either per token (the sum of the
+  token entropies over the number of tokens) or per sequence (the sum of the per-sequence mean token entropies over
+  the number of sequences with at least one token), as the trainer's `_entropy_measure` says. Identical on every rank.
+  The controller sees it in `update_controller(entropy)`.
+- Resume in the middle of a rollout batch: TRL keeps the rollout batch in `_buffered_inputs` and counts micro-batches
+  in `_step`, neither of which it checkpoints, so a run resumed mid-batch would generate a new rollout batch at once
+  and restart the count. The checkpointed method state holds the micro-batch count and the partial entropy window;
+  when a checkpoint falls inside a rollout batch every process also saves its part of the rollout batch
+  (`healtrl_rollout_buffer_rank{r}.pt`), so that the resumed run takes the same updates as an uninterrupted one.
 - Reproducible random streams: a fresh `torch.Generator` per call, seeded from (seed, process, call counter); the
   counter is part of the checkpointed method state, so a resumed run draws what an uninterrupted run would.
 """
 
 from __future__ import annotations
 
+import os
 import weakref
+from typing import Any
 
 import torch
 from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from ..functional.aer import sequence_entropies
+
+CONTROLLER_UPDATES = ("rollout_batch", "optimizer_step")
+ENTROPY_MEASURES = ("token", "sequence")
+ROLLOUT_BUFFER_FILE = "healtrl_rollout_buffer_rank{rank}.pt"
+
+
+def check_controller_update(args, field_name: str = "controller_update", active: bool = True) -> None:
+    """Validate a config's controller cadence. Call after `GRPOConfig.__post_init__` (it fills `steps_per_generation`).
+
+    `active`: whether a controller of this config runs (e.g. PosAdv's entropy schedule); the cadence is checked against
+    the batch layout only then.
+    """
+    value = getattr(args, field_name)
+    if value not in CONTROLLER_UPDATES:
+        raise ValueError(f"{field_name} must be one of {', '.join(CONTROLLER_UPDATES)}; got {value!r}.")
+    if not active or value != "rollout_batch":
+        return
+    generate_every = args.steps_per_generation * args.num_iterations
+    accum = args.gradient_accumulation_steps
+    if generate_every % accum != 0:
+        raise ValueError(
+            f"{field_name}: rollout_batch needs every rollout batch to span whole optimizer steps, i.e. "
+            f"steps_per_generation * num_iterations ({args.steps_per_generation} * {args.num_iterations} = "
+            f"{generate_every}) must be a multiple of gradient_accumulation_steps ({accum}). Set steps_per_generation "
+            f"to a multiple of gradient_accumulation_steps, or {field_name}: optimizer_step."
+        )
 
 
 class _StepEndCallback(TrainerCallback):
@@ -28,20 +74,52 @@ class _StepEndCallback(TrainerCallback):
 
 
 class EntropyControlMixin:
-    """Mixin for `EntropyGRPOTrainer` subclasses whose coefficients follow the global entropy of each step."""
+    """Mixin for `EntropyGRPOTrainer` subclasses whose coefficients follow the global entropy (see the module doc).
 
-    def _init_control(self) -> None:
-        self._step_entropy_stats: torch.Tensor | None = None
+    A trainer calls `_init_control(update, measure)` in its constructor, `_record_entropy(batch)` from a lever on every
+    training micro-batch, overrides `update_controller(entropy)`, and puts `_control_state()` into its `method_state`
+    (and `_load_control_state` into `load_method_state`).
+    """
+
+    def _init_control(self, update: str = "optimizer_step", measure: str = "token", track_entropy: bool = True) -> None:
+        """`track_entropy=False`: no controller of healtrl's follows the entropy (the random streams and the resume in
+        the middle of a rollout batch still work); no per-step all-reduce then."""
+        if update not in CONTROLLER_UPDATES:
+            raise ValueError(f"controller_update must be one of {', '.join(CONTROLLER_UPDATES)}; got {update!r}.")
+        if measure not in ENTROPY_MEASURES:
+            raise ValueError(f"The entropy measure must be one of {', '.join(ENTROPY_MEASURES)}; got {measure!r}.")
+        self._controller_update = update
+        self._entropy_measure = measure
+        self._step_entropy_stats: torch.Tensor | None = None  # this process, current optimizer step
+        self._window_entropy: list[float] | None = None  # all processes, earlier optimizer steps of the rollout batch
         self._rng_calls = 0
-        self.add_callback(_StepEndCallback(self))
+        self._resume_mid_rollout = False
+        if track_entropy:
+            self.add_callback(_StepEndCallback(self))
 
-    # -- global entropy of a step ---------------------------------------------------------------------------------
+    @property
+    def _generate_every(self) -> int:
+        """Micro-batches per rollout batch (TRL generates once every this many `training_step`s)."""
+        return self.args.steps_per_generation * self.num_iterations
+
+    def _at_rollout_boundary(self) -> bool:
+        """Whether the micro-batches done so far (TRL's `_step`) end a rollout batch."""
+        return self._step % self._generate_every == 0
+
+    # -- global entropy of a window ---------------------------------------------------------------------------------
     def _record_entropy(self, batch) -> None:
-        """Accumulate the entropy sum and token count of one training micro-batch."""
+        """Accumulate the entropy sum and count (tokens or sequences) of one training micro-batch."""
         if batch.mode != "train":
             return
-        mask = batch.mask.to(batch.entropies.dtype)
-        stats = torch.stack([(batch.entropies.detach() * mask).sum(), mask.sum()]).double()
+        entropies = batch.entropies.detach()
+        mask = batch.mask.to(entropies.dtype)
+        if self._entropy_measure == "sequence":
+            counted = mask.sum(-1) > 0  # a response without loss tokens has no entropy to measure
+            per_seq = sequence_entropies(entropies, mask)  # aer.txt eq. 4
+            stats = torch.stack([(per_seq * counted).sum(), counted.sum().to(per_seq.dtype)])
+        else:
+            stats = torch.stack([(entropies * mask).sum(), mask.sum()])
+        stats = stats.double()
         self._step_entropy_stats = stats if self._step_entropy_stats is None else self._step_entropy_stats + stats
 
     def _end_optimizer_step(self) -> None:
@@ -51,12 +129,20 @@ class EntropyControlMixin:
         stats = stats.to(self.accelerator.device)
         total = self.accelerator.reduce(stats, reduction="sum") if self.accelerator.num_processes > 1 else stats
         self._step_entropy_stats = None
+        total = [float(total[0]), float(total[1])]
+        if self._controller_update == "rollout_batch":
+            if self._window_entropy is not None:
+                total = [self._window_entropy[0] + total[0], self._window_entropy[1] + total[1]]
+            if not self._at_rollout_boundary():
+                self._window_entropy = total  # the rollout batch has optimizer steps left
+                return
+            self._window_entropy = None
         if total[1] <= 0:
             return
-        self.after_optimizer_step(float(total[0] / total[1]))
+        self.update_controller(total[0] / total[1])
 
-    def after_optimizer_step(self, entropy: float) -> None:
-        """Update the controller from the global entropy of the step that just ended."""
+    def update_controller(self, entropy: float) -> None:
+        """Update the controller from the global entropy of the window that just ended (see the module doc)."""
 
     # -- reproducible randomness -------------------------------------------------------------------------------------
     def _next_generator(self) -> torch.Generator:
@@ -66,3 +152,76 @@ class EntropyControlMixin:
         gen.manual_seed((int(self.args.seed) * 1_000_003 + rank * 7_919 + self._rng_calls * 104_729) % (2**63 - 1))
         self._rng_calls += 1
         return gen
+
+    # -- checkpoint / resume -------------------------------------------------------------------------------------------
+    def _control_state(self) -> dict[str, Any]:
+        """The mixin's part of `method_state` (JSON): RNG counter, TRL's micro-batch count, partial entropy window."""
+        return {
+            "rng_calls": self._rng_calls,
+            "micro_steps": int(self._step),
+            "micro_steps_per_rollout_batch": self._generate_every,
+            "num_processes": self.accelerator.num_processes,
+            "window_entropy": self._window_entropy,
+        }
+
+    def _load_control_state(self, state: dict[str, Any]) -> None:
+        self._rng_calls = int(state.get("rng_calls", 0))
+        window = state.get("window_entropy")
+        self._window_entropy = None if window is None else [float(window[0]), float(window[1])]
+        if "micro_steps" not in state:
+            return
+        micro_steps = int(state["micro_steps"])
+        saved_every = int(state.get("micro_steps_per_rollout_batch", self._generate_every))
+        if micro_steps % saved_every == 0:  # saved at a rollout-batch boundary: the next step generates
+            self._step = micro_steps if micro_steps % self._generate_every == 0 else 0
+            return
+        if saved_every != self._generate_every:
+            raise ValueError(
+                f"The checkpoint was written in the middle of a rollout batch of {saved_every} micro-batches, but this "
+                f"run's rollout batches have {self._generate_every} (steps_per_generation * num_iterations). Resume "
+                "with the checkpoint's steps_per_generation and num_iterations."
+            )
+        saved_processes = int(state.get("num_processes", self.accelerator.num_processes))
+        if saved_processes != self.accelerator.num_processes:
+            raise ValueError(
+                f"The checkpoint was written in the middle of a rollout batch by {saved_processes} processes, each "
+                f"holding its part of the batch; this run has {self.accelerator.num_processes}. Resume with "
+                f"{saved_processes} processes, or from a checkpoint at a rollout-batch boundary."
+            )
+        self._step = micro_steps  # TRL's counter: where in the rollout batch the run stands
+        self._resume_mid_rollout = True
+
+    def _mid_rollout_state(self) -> dict[str, Any]:
+        """What this process holds of an unfinished rollout batch, beyond the JSON state (torch-saved per rank)."""
+        return {"buffered_inputs": self._buffered_inputs}
+
+    def _load_mid_rollout_state(self, state: dict[str, Any]) -> None:
+        self._buffered_inputs = state["buffered_inputs"]
+
+    def _rollout_buffer_path(self, checkpoint: str) -> str:
+        return os.path.join(checkpoint, ROLLOUT_BUFFER_FILE.format(rank=self.accelerator.process_index))
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self._at_rollout_boundary() or self._buffered_inputs is None:
+            return  # the next step generates a new rollout batch: nothing of the current one is needed
+        output_dir = os.path.join(
+            self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        )
+        os.makedirs(output_dir, exist_ok=True)
+        torch.save(self._mid_rollout_state(), self._rollout_buffer_path(output_dir))
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)  # loads the method state (`load_method_state`)
+        if checkpoint is None or not self._resume_mid_rollout:
+            return
+        self._resume_mid_rollout = False
+        path = self._rollout_buffer_path(checkpoint)
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"{checkpoint} was saved in the middle of a rollout batch, but {os.path.basename(path)} (this "
+                "process's part of that batch) is missing: the run cannot continue the batch. Resume with as many "
+                "processes as wrote the checkpoint, or from a checkpoint at a rollout-batch boundary."
+            )
+        state = torch.load(path, map_location=self.accelerator.device, weights_only=True)
+        self._load_mid_rollout_state(state)

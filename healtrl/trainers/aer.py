@@ -3,21 +3,36 @@
 Objective (aer.txt eq. 7): J_AER = J_GRPO + E_q[lambda_t(q) * H(pi_theta(. | q))], with
 - C1 (eq. 8-9): lambda_t(q) = alpha_t * max(0, rho - g(q)) / (rho + eps) + alpha_t * 1[rho = 0, g(q) = 0], g(q) the
   group accuracy of prompt q's m responses;
-- C2 (eq. 10): target entropy H* = tau * H0, H0 the policy entropy at the first training step (or given, or estimated
-  before training);
-- C3 (eq. 11): alpha_{t+1} = max(0, alpha_t + eta * sign(H* - H_t)) after every optimizer step.
+- C2 (eq. 10): target entropy H* = tau * H0, H0 the policy entropy at the first training iteration (or given, or
+  estimated before training);
+- C3 (eq. 11): alpha_{t+1} = max(0, alpha_t + eta * sign(H* - H_t)), once per iteration t.
 
 Where the pieces live:
 - g(q) is computed once per generation batch from the gathered rewards (identical on every rank) and travels with the
   batch as the column `aer_group_accuracy`, so that it is split, shuffled and buffered with the rest of the batch.
 - The entropy term uses the per-token entropies of the loss forward (lever 2, `extra_loss`), with gradients: no
-  second forward. Normalisation: like TRL's own `entropy_coef` bonus, the term of one micro-batch is the token mean
-  over the micro-batch, -sum_t lambda(q_t) H_t / sum_t 1 (each token weighted by its prompt's coefficient), divided by
-  the gradient-accumulation steps by the base trainer. It does not depend on `loss_type` (TRL's bonus does not either):
-  with the same lambda for every prompt, AER's term is exactly TRL's `entropy_coef = lambda` bonus, which the tests
-  check. The paper's H(pi(. | q)) is the mean token entropy of q's responses; the token mean over the micro-batch
-  weights each prompt by its number of tokens, as a token-level loss (DAPO) does.
-- H_t of C3 is the token-weighted mean entropy of all micro-batches of the optimizer step over all processes.
+  second forward. It does not depend on `loss_type` (TRL's entropy bonus does not either).
+- Normalisation (`entropy_normalization`, `healtrl.functional.aer_entropy_term`):
+  - `sequence` (default, the paper's): H(pi(. | q)) is eq. 4's sequence-level entropy, the mean token entropy of one
+    response, and eq. 7 averages lambda(q) H over the prompts, each estimated by its m responses. Every prompt has m
+    responses, so this is the mean over the step's responses of lambda(q_i) * (mean token entropy of response i). The
+    term of one micro-batch is that sum over its B responses divided by B; the base trainer divides it by the
+    gradient-accumulation steps and DDP averages the gradients over the processes. TRL cuts every rollout batch into
+    micro-batches of exactly `per_device_train_batch_size` responses, so B * accumulation steps * processes is the
+    number of responses of the optimizer step: the micro-batch terms add up to eq. 7's mean over the whole step (not
+    a mean of per-micro-batch means that would weigh micro-batches unequally).
+  - `token`: the token mean over the micro-batch, -sum_t lambda(q_t) H_t / sum_t 1, divided by the accumulation steps,
+    exactly like TRL's `entropy_coef` bonus: with the same lambda for every prompt it is TRL's `entropy_coef = lambda`
+    bonus (the tests check it). Each prompt weighs by its number of tokens, as a token-level loss (DAPO) does.
+- H_t of C3 (and H0 of C2) are measured the same way as the objective's entropy, over all processes: with `sequence`,
+  the mean over the window's responses of their mean token entropy (eq. 4, averaged over prompts as eq. 5 does: the
+  paper's "policy entropy" is this sequence-level quantity); with `token`, the token-weighted mean entropy. H0 is the
+  first H_t (eq. 10: "the policy entropy at initialization, obtained in the first training step"), so H* and every
+  later H_t measure the same quantity over the same kind of window.
+- Cadence (`controller_update`, healtrl.trainers._control): `rollout_batch` (default) updates alpha once per rollout
+  batch, as the paper's workflow (i)-(iv) does once per iteration; the window of H_t is then every micro-batch of the
+  rollout batch (all its optimizer steps and `num_iterations` passes). `optimizer_step` updates after every optimizer
+  step, H_t over that step's micro-batches. With one optimizer step per rollout batch the two are the same.
 """
 
 from __future__ import annotations
@@ -28,8 +43,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..functional.aer import aer_coefficients, aer_update_alpha
-from ._control import EntropyControlMixin
+from ..functional.aer import (
+    ENTROPY_NORMALIZATIONS,
+    aer_coefficients,
+    aer_entropy_term,
+    aer_update_alpha,
+    sequence_entropies,
+)
+from ._control import CONTROLLER_UPDATES, EntropyControlMixin, check_controller_update
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
 
 GROUP_ACCURACY_KEY = "aer_group_accuracy"
@@ -70,6 +91,16 @@ class AERConfig(EntropyGRPOConfig):
         correct_threshold (`float`, *optional*, defaults to `0.5`):
             A response counts as correct (r = 1 in eq. 8) when that reward is >= this threshold (0.5 reads a {0, 1}
             reward exactly).
+        controller_update (`str`, *optional*, defaults to `"rollout_batch"`):
+            When C3 (eq. 11) moves alpha: `rollout_batch`, once per rollout (generation) batch, after its last
+            optimizer step, with H_t the entropy of all the batch's micro-batches (the paper's workflow: one update
+            per iteration; its configs take 4 optimizer steps per rollout batch, 128 prompts in mini-batches of 32);
+            or `optimizer_step`, after every optimizer step, with H_t that step's entropy. `rollout_batch` needs
+            `steps_per_generation * num_iterations` to be a multiple of `gradient_accumulation_steps`.
+        entropy_normalization (`str`, *optional*, defaults to `"sequence"`):
+            How eq. 7's entropy averages, and so H_t and H0: `sequence` (the paper's eq. 4 then eq. 7: each response's
+            mean token entropy, averaged over responses) or `token` (the token mean, as TRL's `entropy_coef` bonus).
+            See the module docstring for how it splits over micro-batches.
     """
 
     rho: float = field(
@@ -119,6 +150,22 @@ class AERConfig(EntropyGRPOConfig):
         default=0.5,
         metadata={"help": "A response is correct (r = 1 in aer.txt eq. 8) when its accuracy reward is >= this value."},
     )
+    controller_update: str = field(
+        default="rollout_batch",
+        metadata={
+            "help": "When alpha moves (aer.txt eq. 11): rollout_batch (once per rollout batch, H_t over all its "
+            "micro-batches: the paper's once-per-iteration workflow) or optimizer_step (after every optimizer step).",
+            "choices": list(CONTROLLER_UPDATES),
+        },
+    )
+    entropy_normalization: str = field(
+        default="sequence",
+        metadata={
+            "help": "Averaging of the entropy term (aer.txt eq. 4, 7) and of H_t, H0: sequence (mean token entropy per "
+            "response, then mean over responses: the paper's) or token (token mean, as TRL's entropy_coef bonus).",
+            "choices": list(ENTROPY_NORMALIZATIONS),
+        },
+    )
 
     def __post_init__(self):
         if not (0.0 <= self.rho <= 1.0):
@@ -137,15 +184,26 @@ class AERConfig(EntropyGRPOConfig):
             raise ValueError("Set either initial_entropy or initial_entropy_prompts > 0, not both (both give H0).")
         if not (self.eps >= 0) or (self.rho == 0 and self.eps == 0):
             raise ValueError(f"eps must be >= 0, and > 0 when rho = 0 (aer.txt eq. 9), got {self.eps}.")
+        if self.entropy_normalization not in ENTROPY_NORMALIZATIONS:
+            raise ValueError(
+                f"entropy_normalization must be one of {', '.join(ENTROPY_NORMALIZATIONS)}; got "
+                f"{self.entropy_normalization!r}."
+            )
+        if self.controller_update not in CONTROLLER_UPDATES:
+            raise ValueError(
+                f"controller_update must be one of {', '.join(CONTROLLER_UPDATES)}; got {self.controller_update!r}."
+            )
         super().__post_init__()
+        check_controller_update(self)
 
 
 class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
     """GRPO with Adaptive Entropy Regularization (aer.txt §4.2). Constructor: the same as `EntropyGRPOTrainer`.
 
-    Logged metrics (TRL's buffer): `aer/alpha` (the alpha of the step), `aer/target_entropy` (H*), `aer/initial_entropy`
-    (H0), `aer/entropy` (H_t, global token mean of the step), `aer/positive_coef_frac` (share of the batch's prompts
-    with lambda > 0), `aer/mean_coef` (mean lambda over prompts).
+    Logged metrics (TRL's buffer): `aer/alpha` (the alpha of the step), `aer/positive_coef_frac` (share of the batch's
+    prompts with lambda > 0), `aer/hard_frac`, `aer/mean_coef` (mean lambda over prompts); at every update of alpha
+    (once per rollout batch or per optimizer step, `controller_update`): `aer/entropy` (H_t, measured as
+    `entropy_normalization` says), `aer/target_entropy` (H*), `aer/initial_entropy` (H0).
     """
 
     config_class = AERConfig
@@ -178,6 +236,8 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         "eps",
         "accuracy_reward",
         "correct_threshold",
+        "controller_update",
+        "entropy_normalization",
     )
     _card_summary_keys = ("aer/alpha", "aer/target_entropy")
 
@@ -190,7 +250,7 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
                 f"accuracy_reward '{self.args.accuracy_reward}' is not a reward function of this trainer; choose one "
                 f"of {self.reward_func_names}."
             )
-        self._init_control()
+        self._init_control(self.args.controller_update, measure=self.args.entropy_normalization)
         self.alpha = float(self.args.alpha_init)
         self.initial_entropy: float | None = self.args.initial_entropy
         self._last_rewards_per_func: torch.Tensor | None = None
@@ -244,17 +304,26 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         if accuracy is None or self.alpha == 0.0:
             return None  # lambda = 0 for every prompt: exactly GRPO, no extra work
         # aer.txt eq. 9: one coefficient per prompt, broadcast to its completion's tokens.
-        coef = aer_coefficients(accuracy, self.alpha, self.args.rho, self.args.eps).to(batch.entropies.dtype)
-        mask = batch.mask.to(batch.entropies.dtype)
-        # aer.txt eq. 7: maximise E_q[lambda(q) H] <=> minimise -(token mean of lambda(q_t) * H_t) over the micro-batch
-        # (normalised like TRL's entropy_coef bonus; see the module docstring).
-        term = (coef.unsqueeze(1) * batch.entropies * mask).sum() / mask.sum().clamp(min=1.0)
+        coef = aer_coefficients(accuracy, self.alpha, self.args.rho, self.args.eps)
+        num_rows = batch.mask.size(0)
+        if batch.mode == "train" and num_rows != self.args.per_device_train_batch_size:
+            # The per-sequence normalisation relies on equal micro-batches (see the module docstring).
+            raise RuntimeError(
+                f"AER got a training micro-batch of {num_rows} responses; TRL's are per_device_train_batch_size "
+                f"({self.args.per_device_train_batch_size}) long, which the entropy term's normalisation relies on."
+            )
+        # aer.txt eq. 7: maximise E_q[lambda(q) H(pi(. | q))] <=> minimise its negative. With `sequence`, the
+        # micro-batch's sum over responses divided by its B responses: after the base's division by the accumulation
+        # steps and DDP's average over processes, the step's mean over all its responses (module docstring).
+        term = aer_entropy_term(
+            batch.entropies, batch.mask, coef, self.args.entropy_normalization, num_sequences=num_rows
+        )
         return -term
 
-    # -- C2 and C3 after every optimizer step ----------------------------------------------------------------------
-    def after_optimizer_step(self, entropy: float) -> None:
+    # -- C2 and C3 once per rollout batch (or optimizer step) ------------------------------------------------------
+    def update_controller(self, entropy: float) -> None:
         if self.initial_entropy is None:
-            self.initial_entropy = entropy  # C2: H0 = entropy of the first training step (aer.txt eq. 10)
+            self.initial_entropy = entropy  # C2: H0 = the first H_t, the first iteration's entropy (aer.txt eq. 10)
         target = self.target_entropy
         self.alpha = aer_update_alpha(self.alpha, self.args.eta, target, entropy)  # C3, aer.txt eq. 11
         self.log_metric("aer/entropy", entropy)
@@ -270,8 +339,9 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
 
     @torch.no_grad()
     def estimate_initial_entropy(self, num_prompts: int) -> float:
-        """Mean token entropy of `num_generations` responses to each of the first `num_prompts` training prompts
-        (shuffled with `args.seed`), under the current policy, reduced over processes. Logs nothing."""
+        """Entropy of `num_generations` responses to each of the first `num_prompts` training prompts (shuffled with
+        `args.seed`), under the current policy, reduced over processes, averaged as `entropy_normalization` says (the
+        mean over responses of their mean token entropy, or the token mean): the same measure as H_t. Logs nothing."""
         dataset = self.train_dataset.shuffle(seed=self.args.seed).select(
             range(min(num_prompts, len(self.train_dataset)))
         )
@@ -302,7 +372,12 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
                         compute_entropy=True,
                     )
                 mask = out["completion_mask"].to(ent.dtype)
-                total += weight * torch.stack([(ent * mask).sum(), mask.sum()]).double()
+                if self.args.entropy_normalization == "sequence":
+                    counted = (mask.sum(-1) > 0).to(ent.dtype)
+                    stats = torch.stack([(sequence_entropies(ent, mask) * counted).sum(), counted.sum()])
+                else:
+                    stats = torch.stack([(ent * mask).sum(), mask.sum()])
+                total += weight * stats.double()
         finally:
             self._metrics.clear()
             self._metrics.update(saved_metrics)
@@ -312,9 +387,9 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
 
     # -- checkpointed state ------------------------------------------------------------------------------------------
     def method_state(self):
-        return {"alpha": self.alpha, "initial_entropy": self.initial_entropy, "rng_calls": self._rng_calls}
+        return {"alpha": self.alpha, "initial_entropy": self.initial_entropy, **self._control_state()}
 
     def load_method_state(self, state):
         self.alpha = float(state["alpha"])
         self.initial_entropy = state["initial_entropy"]
-        self._rng_calls = int(state.get("rng_calls", 0))
+        self._load_control_state(state)

@@ -6,8 +6,11 @@
   not already clipped, k = max(1, int(clip_cov_ratio * N)) drawn uniformly get their loss zeroed (their advantage set to
   0 by lever 1: a zero advantage is a zero surrogate; they still count in the loss normaliser, as in the reference code).
   The reference scripts set both clip ratios to 1: `epsilon: 1.0`, `epsilon_high: 1.0` (configs/baseline_clip_cov*.yaml).
-- `kl_cov` (Cui et al. 2025, KL-Cov): the top k = int(kl_cov_ratio * N) valid tokens by cov get the extra loss
-  beta * |logp - logp_old| (lever 2, aggregated with the same normaliser as TRL's policy loss for the `loss_type`).
+- `kl_cov` (Cui et al. 2025, KL-Cov): the top k valid tokens by cov get the extra loss beta * |logp - logp_old|
+  (lever 2, aggregated with the same normaliser as TRL's policy loss for the `loss_type`), k = max(1,
+  int(kl_cov_ratio * N)) as in the reference code (PRIME-RL, verl) or int(kl_cov_ratio * N) with
+  `kl_cov_k_rounding: floor` (0 on micro-batches of fewer than 1 / kl_cov_ratio tokens). N = the valid tokens of the
+  micro-batch on this process, as the reference code counts them per micro-batch.
   KL-Cov uses no PPO clipping; TRL's surrogate always clips, so the example config sets `epsilon` and `epsilon_high`
   to 1e4, which makes the clip bounds [0, 1e4 + 1], i.e. inactive for any ratio that occurs. With TRL's default
   epsilon (0.2) the surrogate is clipped as in GRPO and KL-Cov acts as a penalty on top. On-policy (one update per
@@ -20,6 +23,20 @@ processes (identical on every rank). Random draws use a generator seeded from (s
 The other baselines of the papers are TRL's own fields, set by example configs: fixed entropy loss (`entropy_coef`),
 Skywork-OR1 adaptive entropy (`use_adaptive_entropy`, `entropy_target`, `entropy_coef_delta/min/max`), Clip-Higher
 (`epsilon_high`) and 80/20 (`top_entropy_quantile: 0.2`).
+
+Cadence of TRL's adaptive entropy coefficient (`controller_update`). TRL 1.16 moves `entropy_coef` by
++-`entropy_coef_delta` at the end of every optimizer step, from the token-weighted entropy of that step's
+micro-batches over all processes; the coefficient applied during a step is the one set at the end of the previous
+step. The papers' verl workflows (Skywork-OR1's rule as the PosAdv paper's Ada-Ent-Reg baseline runs it) update it once
+per iteration, i.e. per rollout batch. With `controller_update: rollout_batch` (default) this trainer lets TRL update
+only at the last optimizer step of each rollout batch, from the token-weighted entropy of all the rollout batch's
+micro-batches (TRL's own window, which then spans the rollout batch), so the coefficient moves once per rollout batch;
+`optimizer_step` is TRL's behaviour. How: TRL updates when `accelerator.sync_gradients` is true; during the loss
+computation of the last micro-batch of an optimizer step that does not end a rollout batch, after the policy forward,
+this trainer reports `sync_gradients` false to TRL's loss code (and restores it before the backward pass, which is
+where accelerate reads it), and logs `entropy_coef` itself for that step. TRL's code is not copied. With
+`optimizer_step`, or with one optimizer step per rollout batch (`steps_per_generation * num_iterations ==
+gradient_accumulation_steps`, TRL's default), the two are the same.
 """
 
 from __future__ import annotations
@@ -29,8 +46,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..functional.cov import clip_cov_select, entropy_advantage, kl_cov_select, token_covariance
-from ._control import EntropyControlMixin
+from ..functional.cov import KL_COV_K_ROUNDINGS, clip_cov_select, entropy_advantage, kl_cov_select, token_covariance
+from ._control import CONTROLLER_UPDATES, EntropyControlMixin, check_controller_update
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
 
 ENTROPY_METHODS = ("none", "clip_cov", "kl_cov", "entropy_adv")
@@ -56,10 +73,22 @@ class GRPOBaselineConfig(EntropyGRPOConfig):
             32B). In (0, 1].
         kl_cov_coef (`float`, *optional*, defaults to `1.0`):
             KL-Cov: coefficient beta of |logp - logp_old| (reference: 1), >= 0.
+        kl_cov_k_rounding (`str`, *optional*, defaults to `"at_least_one"`):
+            KL-Cov: number k of penalised tokens among the N valid tokens of a micro-batch. `at_least_one`:
+            k = max(1, int(kl_cov_ratio * N)), as the reference code (PRIME-RL's Entropy-Mechanism-of-RL and verl).
+            `floor`: k = int(kl_cov_ratio * N), the formula taken literally (no token on micro-batches of fewer than
+            1 / kl_cov_ratio tokens). (Clip-Cov's count is max(1, int(clip_cov_ratio * N)), as its reference code.)
         entropy_adv_alpha (`float`, *optional*, defaults to `0.4`):
             Entropy-Adv: scale alpha of the entropy bonus (paper: 0.4), >= 0.
         entropy_adv_kappa (`float`, *optional*, defaults to `2.0`):
             Entropy-Adv: the bonus is clipped at |A| / kappa (paper: 2), > 0.
+        controller_update (`str`, *optional*, defaults to `"rollout_batch"`):
+            When TRL's adaptive entropy coefficient (`use_adaptive_entropy`) moves: `rollout_batch`, once per rollout
+            (generation) batch, from the token-weighted entropy of all its micro-batches over all processes (the
+            papers' once-per-iteration verl workflow); or `optimizer_step`, after every optimizer step (TRL's own
+            behaviour). See the module docstring for how. Used only with `use_adaptive_entropy`; `rollout_batch` then
+            needs `steps_per_generation * num_iterations` to be a multiple of `gradient_accumulation_steps`. Either
+            way, with one optimizer step per rollout batch the coefficient moves once per rollout batch.
     """
 
     entropy_method: str = field(
@@ -84,11 +113,27 @@ class GRPOBaselineConfig(EntropyGRPOConfig):
         metadata={"help": "KL-Cov: share of valid tokens (top covariance) penalised, in (0, 1]. Ref: 2e-3 (7B)."},
     )
     kl_cov_coef: float = field(default=1.0, metadata={"help": "KL-Cov: beta of |logp - logp_old|, >= 0. Ref: 1."})
+    kl_cov_k_rounding: str = field(
+        default="at_least_one",
+        metadata={
+            "help": "KL-Cov: tokens penalised among N: at_least_one (k = max(1, int(kl_cov_ratio * N)), the reference "
+            "code's) or floor (k = int(kl_cov_ratio * N), 0 on small micro-batches).",
+            "choices": list(KL_COV_K_ROUNDINGS),
+        },
+    )
     entropy_adv_alpha: float = field(
         default=0.4, metadata={"help": "Entropy-Adv: alpha of min(alpha * H, |A| / kappa), >= 0. Paper: 0.4."}
     )
     entropy_adv_kappa: float = field(
         default=2.0, metadata={"help": "Entropy-Adv: kappa of min(alpha * H, |A| / kappa), > 0. Paper: 2."}
+    )
+    controller_update: str = field(
+        default="rollout_batch",
+        metadata={
+            "help": "When TRL's adaptive entropy coefficient (use_adaptive_entropy) moves: rollout_batch (once per "
+            "rollout batch, entropy over all its micro-batches: the papers' workflow) or optimizer_step (TRL's).",
+            "choices": list(CONTROLLER_UPDATES),
+        },
     )
 
     def __post_init__(self):
@@ -106,11 +151,20 @@ class GRPOBaselineConfig(EntropyGRPOConfig):
             raise ValueError(f"kl_cov_ratio must be in (0, 1], got {self.kl_cov_ratio}.")
         if not (self.kl_cov_coef >= 0):
             raise ValueError(f"kl_cov_coef must be >= 0, got {self.kl_cov_coef}.")
+        if self.kl_cov_k_rounding not in KL_COV_K_ROUNDINGS:
+            raise ValueError(
+                f"kl_cov_k_rounding must be one of {', '.join(KL_COV_K_ROUNDINGS)}; got {self.kl_cov_k_rounding!r}."
+            )
+        if self.controller_update not in CONTROLLER_UPDATES:
+            raise ValueError(
+                f"controller_update must be one of {', '.join(CONTROLLER_UPDATES)}; got {self.controller_update!r}."
+            )
         if not (self.entropy_adv_alpha >= 0):
             raise ValueError(f"entropy_adv_alpha must be >= 0, got {self.entropy_adv_alpha}.")
         if not (self.entropy_adv_kappa > 0):
             raise ValueError(f"entropy_adv_kappa must be > 0, got {self.entropy_adv_kappa}.")
         super().__post_init__()
+        check_controller_update(self, active=bool(self.use_adaptive_entropy))
 
 
 class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
@@ -158,7 +212,7 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
                 "GRPO with a KL penalty kl_cov_coef * |log p - log p_old| on the tokens (a share kl_cov_ratio) with "
                 "the largest covariance between log-probability and advantage, the tokens that drive entropy collapse."
             ),
-            "fields": ["kl_cov_ratio", "kl_cov_coef"],
+            "fields": ["kl_cov_ratio", "kl_cov_coef", "kl_cov_k_rounding"],
             "summary_keys": ["cov/kl_penalty"],
             "tags": ["kl-cov"],
         },
@@ -196,7 +250,14 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
                 )
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
         self.entropy_method = getattr(self.args, "entropy_method", "none")
-        self._rng_calls = 0
+        # No healtrl controller follows the entropy here (TRL's adaptive coefficient has its own window); the mixin
+        # gives the random streams and the resume in the middle of a rollout batch.
+        self._init_control(track_entropy=False)
+        # A plain EntropyGRPOConfig (entropy_method none) has no controller_update: TRL's per-step behaviour.
+        self._defer_trl_entropy = bool(self.use_adaptive_entropy) and (
+            getattr(self.args, "controller_update", "optimizer_step") == "rollout_batch"
+        )
+        self._deferring = False
         self._kl_cov_selected: torch.Tensor | None = None
         if self.entropy_method == "kl_cov" and not self._trl_computes_old_logps():
             warnings.warn(
@@ -207,6 +268,50 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
                 UserWarning,
                 stacklevel=2,
             )
+
+    # -- TRL's adaptive entropy coefficient, once per rollout batch (module docstring) ----------------------------------
+    def _compute_loss(self, model, inputs):
+        self._deferring = (
+            self._defer_trl_entropy
+            and self.model.training
+            and self.accelerator.sync_gradients
+            and (self._step + 1) % self._generate_every != 0  # this micro-batch does not end the rollout batch
+        )
+        if not self._deferring:
+            return super()._compute_loss(model, inputs)
+        state = self.accelerator.gradient_state
+        try:
+            loss = super()._compute_loss(model, inputs)
+        finally:
+            self._deferring = False
+            state._set_sync_gradients(True)
+        # TRL logs the coefficient at the end of every optimizer step; it skipped this one.
+        self._metrics["train"]["entropy_coef"].append(self.entropy_coef)
+        return loss
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        out = super()._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+        )
+        if self._deferring and self._loss_ctx is not None and self._loss_ctx["batch"] is not None:
+            # The policy forward of the loss has run (and with it every healtrl lever and diagnostic, which see the
+            # true sync state); from here to the end of TRL's loss code, only TRL's adaptive entropy update and its
+            # `entropy_coef` log read `sync_gradients`: hold them until the rollout batch ends.
+            self.accelerator.gradient_state._set_sync_gradients(False)
+        return out
+
+    def _mid_rollout_state(self):
+        state = super()._mid_rollout_state()
+        if self._defer_trl_entropy:
+            # TRL's entropy window of this process, open since the rollout batch began (TRL checkpoints only the
+            # coefficient and the last window's entropy).
+            state["trl_entropy_window"] = self._entropy_window_stats
+        return state
+
+    def _load_mid_rollout_state(self, state):
+        super()._load_mid_rollout_state(state)
+        if self._defer_trl_entropy:
+            self._entropy_window_stats = state.get("trl_entropy_window")
 
     def _global_cov(self, batch: LossBatch, adv: torch.Tensor) -> torch.Tensor:
         mask = batch.mask.to(torch.float32)
@@ -248,7 +353,7 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
             self.log_metric("cov/selected_tokens", selected.sum())
             return adv.masked_fill(selected, 0.0)
         # kl_cov: select here (needs cov), penalise in extra_loss
-        self._kl_cov_selected = kl_cov_select(cov, batch.mask, self.args.kl_cov_ratio)
+        self._kl_cov_selected = kl_cov_select(cov, batch.mask, self.args.kl_cov_ratio, self.args.kl_cov_k_rounding)
         self.log_metric("cov/selected_tokens", self._kl_cov_selected.sum())
         return None
 
@@ -281,9 +386,7 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         return term
 
     def method_state(self):
-        if self.entropy_method in ("clip_cov",):
-            return {"rng_calls": self._rng_calls}
-        return {}
+        return self._control_state()
 
     def load_method_state(self, state):
-        self._rng_calls = int(state.get("rng_calls", 0))
+        self._load_control_state(state)

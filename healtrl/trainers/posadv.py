@@ -6,8 +6,12 @@ scaling a token's advantage by w >= 0 scales its clipped surrogate by w). lambda
 - `stage` (§7.3, Stage-based): 0 during the first half of training, then linear from 0 to 1 (reaches 1 at the last
   step). Needs the total number of steps (`max_steps`, or derived from the dataset and `num_train_epochs`).
 - `epoch` (§7.3, Epoch-wise): lambda = (e - 1) / (E - 1) in epoch e of E >= 2.
-- `entropy` (§7.3, Entropy-guided, eq. 5): after every optimizer step, lambda <- clip(lambda +- Delta, 0, 1), + when the
-  global policy entropy of the step exceeds the threshold delta. Paper: delta = 0.2, Delta = 0.05, lambda_0 = 0.
+- `entropy` (§7.3, Entropy-guided, eq. 5): lambda <- clip(lambda +- Delta, 0, 1), + when the global policy entropy H_k
+  exceeds the threshold delta. Paper: delta = 0.2, Delta = 0.05, lambda_0 = 0. `controller_update` sets when: once
+  per rollout batch (default; the paper's "training step k" is one verl iteration: one rollout batch, 4 optimizer
+  steps in its setup), H_k the token-weighted mean entropy of all the rollout batch's micro-batches over all
+  processes; or after every optimizer step, H_k over that step (healtrl.trainers._control). H_k is a token mean: the
+  paper trains with a token-level loss.
 - `constant`: lambda = `lambda_init` throughout.
 - `positive_only` / `negative_only`: the ablations of Appendix E.2 / Figure 5: train on A > 0 tokens only (weight 0 on
   A < 0 tokens) or on A < 0 tokens only (lambda = 0).
@@ -16,7 +20,7 @@ scaling a token's advantage by w >= 0 scales its clipped surrogate by w). lambda
   rule) is zeroed. Reproducible under `seed`, also across resumes.
 
 Logged: `posadv/lambda`, `posadv/pos_token_frac` (share of valid tokens with A > 0, over all processes),
-`posadv/entropy` (global entropy of the step), `posadv/clipped_tokens` (rand_pos_clip).
+`posadv/entropy` (H_k, at every update of the controller), `posadv/clipped_tokens` (rand_pos_clip).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from ..functional.posadv import (
     rand_pos_clip_mask,
     stage_lambda,
 )
-from ._control import EntropyControlMixin
+from ._control import CONTROLLER_UPDATES, EntropyControlMixin, check_controller_update
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
 
 SCHEDULES = ("entropy", "stage", "epoch", "constant", "positive_only", "negative_only", "rand_pos_clip")
@@ -59,6 +63,12 @@ class PosAdvConfig(EntropyGRPOConfig):
         rand_pos_clip_ratio (`float`, *optional*, defaults to `0.0002`):
             Share of the valid tokens whose loss Rand-Pos-Clip zeroes (chosen among A > 0 tokens); the paper matches
             Clip-Cov's ratio (0.0002). In (0, 1].
+        controller_update (`str`, *optional*, defaults to `"rollout_batch"`):
+            When the entropy-guided lambda (eq. 5) moves: `rollout_batch`, once per rollout (generation) batch after its
+            last optimizer step, with H_k the entropy of all its micro-batches (the paper's once-per-training-step
+            verl workflow; its setup takes 4 optimizer steps per rollout batch); or `optimizer_step`, after every
+            optimizer step. Only the `entropy` schedule uses it; `rollout_batch` then needs
+            `steps_per_generation * num_iterations` to be a multiple of `gradient_accumulation_steps`.
     """
 
     schedule: str = field(
@@ -88,6 +98,14 @@ class PosAdvConfig(EntropyGRPOConfig):
             "App. E.2; same share as Clip-Cov's 0.0002). In (0, 1]."
         },
     )
+    controller_update: str = field(
+        default="rollout_batch",
+        metadata={
+            "help": "When the entropy-guided lambda moves (posadv.txt eq. 5): rollout_batch (once per rollout batch, "
+            "H_k over all its micro-batches: the paper's workflow) or optimizer_step (after every optimizer step).",
+            "choices": list(CONTROLLER_UPDATES),
+        },
+    )
 
     def __post_init__(self):
         if self.schedule not in SCHEDULES:
@@ -107,7 +125,12 @@ class PosAdvConfig(EntropyGRPOConfig):
                 f"schedule 'epoch' needs num_train_epochs >= 2 (lambda = (e - 1) / (E - 1)), got "
                 f"num_train_epochs={self.num_train_epochs}."
             )
+        if self.controller_update not in CONTROLLER_UPDATES:
+            raise ValueError(
+                f"controller_update must be one of {', '.join(CONTROLLER_UPDATES)}; got {self.controller_update!r}."
+            )
         super().__post_init__()
+        check_controller_update(self, active=self.schedule == "entropy")
 
 
 class _CheckEpochs(TrainerCallback):
@@ -141,7 +164,14 @@ class PosAdvTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         "them is multiplied by a weight lambda in [0, 1] that follows a schedule (entropy-guided, eq. 5: lambda rises "
         "by Delta while the entropy is above delta and falls otherwise; or stage, epoch, constant)."
     )
-    _card_method_fields = ("schedule", "lambda_init", "entropy_threshold", "lambda_step", "rand_pos_clip_ratio")
+    _card_method_fields = (
+        "schedule",
+        "lambda_init",
+        "entropy_threshold",
+        "lambda_step",
+        "rand_pos_clip_ratio",
+        "controller_update",
+    )
     _card_summary_keys = ("posadv/lambda",)
 
     def __init__(self, model, reward_funcs=None, args: PosAdvConfig | None = None, train_dataset=None, **kwargs):
@@ -154,7 +184,7 @@ class PosAdvTrainer(EntropyControlMixin, EntropyGRPOTrainer):
                     "derived from a dataset without a length."
                 )
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
-        self._init_control()
+        self._init_control(self.args.controller_update, measure="token")
         if self.args.schedule == "epoch":
             self.add_callback(_CheckEpochs())
         self.lam = float(self.args.lambda_init)
@@ -193,15 +223,15 @@ class PosAdvTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         self.log_metric("posadv/pos_token_frac", self.global_masked_mean((adv > 0).float(), batch.mask))
         return shaped
 
-    def after_optimizer_step(self, entropy: float) -> None:
+    def update_controller(self, entropy: float) -> None:
         if self.args.schedule == "entropy":
             self.lam = entropy_guided_lambda(self.lam, entropy, self.args.entropy_threshold, self.args.lambda_step)
         self.log_metric("posadv/entropy", entropy)
 
     # -- checkpointed state ------------------------------------------------------------------------------------------
     def method_state(self):
-        return {"lambda": self.lam, "rng_calls": self._rng_calls}
+        return {"lambda": self.lam, **self._control_state()}
 
     def load_method_state(self, state):
         self.lam = float(state["lambda"])
-        self._rng_calls = int(state.get("rng_calls", 0))
+        self._load_control_state(state)
