@@ -51,6 +51,31 @@ def combine_domains(target, general, domain_column: str, target_domain: str, gen
     return concatenate_datasets([target, general])
 
 
+def load_general_dataset(args, general=None):
+    """The general-domain rows of a run: `general` (a `datasets.Dataset` passed to the trainer) or the dataset named
+    by `args.general_dataset_name`, cut to `args.num_general_samples` rows drawn with `args.seed`. `None` when
+    neither is given. Shared by HEAL (lever 4) and the baselines trainer (HEAL's Table 7 trains its baselines on the
+    same target + general data)."""
+    if general is None and args.general_dataset_name is not None:
+        from ..data import load_train_dataset
+
+        general = load_train_dataset(
+            args.general_dataset_name,
+            args.general_dataset_config,
+            split=args.general_dataset_split,
+            num_samples=args.num_general_samples,
+            seed=args.seed,
+        )
+    elif general is not None and args.num_general_samples is not None:
+        n = args.num_general_samples
+        if n > len(general):
+            raise ValueError(f"num_general_samples is {n} but the general dataset has only {len(general)} rows.")
+        general = general.shuffle(seed=args.seed).select(range(n))
+    if general is not None and len(general) == 0:
+        raise ValueError("The general-domain dataset is empty.")
+    return general
+
+
 def interleave_order(num_target: int, num_general: int, chunks: int) -> list[int]:
     """Row order T1 G1 T2 G2 ... over a dataset holding `num_target` target rows then `num_general` general rows."""
     if chunks < 1:

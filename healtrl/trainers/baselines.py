@@ -48,6 +48,7 @@ import torch
 
 from ..functional.cov import KL_COV_K_ROUNDINGS, clip_cov_select, entropy_advantage, kl_cov_select, token_covariance
 from ._control import CONTROLLER_UPDATES, EntropyControlMixin, check_controller_update
+from ._mixing import combine_domains, load_general_dataset
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
 
 ENTROPY_METHODS = ("none", "clip_cov", "kl_cov", "entropy_adv")
@@ -89,6 +90,17 @@ class GRPOBaselineConfig(EntropyGRPOConfig):
             behaviour). See the module docstring for how. Used only with `use_adaptive_entropy`; `rollout_batch` then
             needs `steps_per_generation * num_iterations` to be a multiple of `gradient_accumulation_steps`. Either
             way, with one optimizer step per rollout batch the coefficient moves once per rollout batch.
+        general_dataset_name (`str` or `None`, *optional*, defaults to `None`):
+            General-domain rows to train on beside the training data, in one shuffled pool (HEAL's `mixing: shuffle`;
+            every row keeps its own task's reward with `reward_funcs: [task]`). HEAL's Table 7 (heal.txt App. C.3)
+            trains its entropy baselines on the same 32 target + 384 selected general rows as HEAL: set this to the
+            `healtrl select` output. Loaded like HEAL's field of the same name. `None`: the training data alone.
+        general_dataset_config (`str` or `None`, *optional*, defaults to `None`):
+            Hub configuration of the general dataset.
+        general_dataset_split (`str`, *optional*, defaults to `"train"`):
+            Split of the general dataset.
+        num_general_samples (`int` or `None`, *optional*, defaults to `None`):
+            Keep this many general rows (a random subset drawn with `seed`). `None`: all.
     """
 
     entropy_method: str = field(
@@ -136,6 +148,21 @@ class GRPOBaselineConfig(EntropyGRPOConfig):
         },
     )
 
+    general_dataset_name: str | None = field(
+        default=None,
+        metadata={
+            "help": "General-domain rows trained on beside the training data, one shuffled pool (HEAL Table 7: the "
+            "baselines train on the same target + selected general rows as HEAL). None: the training data alone."
+        },
+    )
+    general_dataset_config: str | None = field(
+        default=None, metadata={"help": "Hub configuration of the general data."}
+    )
+    general_dataset_split: str = field(default="train", metadata={"help": "Split of the general dataset."})
+    num_general_samples: int | None = field(
+        default=None, metadata={"help": "Keep this many general rows (random subset by seed). None: all."}
+    )
+
     def __post_init__(self):
         if self.entropy_method not in ENTROPY_METHODS:
             raise ValueError(
@@ -159,6 +186,8 @@ class GRPOBaselineConfig(EntropyGRPOConfig):
             raise ValueError(
                 f"controller_update must be one of {', '.join(CONTROLLER_UPDATES)}; got {self.controller_update!r}."
             )
+        if self.num_general_samples is not None and self.num_general_samples < 1:
+            raise ValueError(f"num_general_samples must be >= 1 or null, got {self.num_general_samples}.")
         if not (self.entropy_adv_alpha >= 0):
             raise ValueError(f"entropy_adv_alpha must be >= 0, got {self.entropy_adv_alpha}.")
         if not (self.entropy_adv_kappa > 0):
@@ -191,6 +220,7 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         ),
     }
     _card_variant_field = "entropy_method"
+    _card_dataset_fields = ("general_dataset_name",)
     _card_variants = {
         "none": {},
         "clip_cov": {
@@ -268,6 +298,14 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
                 UserWarning,
                 stacklevel=2,
             )
+
+    # -- lever 4: the same target + general rows as HEAL, for HEAL's Table 7 baselines ------------------------------
+    def mix_datasets(self, train_dataset, args):
+        general = load_general_dataset(args) if getattr(args, "general_dataset_name", None) is not None else None
+        if general is None:
+            return train_dataset
+        # One pool, shuffled by TRL's sampler: HEAL's `mixing: shuffle` without the EDA reward.
+        return combine_domains(train_dataset, general, "domain", "target", "general")
 
     # -- TRL's adaptive entropy coefficient, once per rollout batch (module docstring) ----------------------------------
     def _compute_loss(self, model, inputs):

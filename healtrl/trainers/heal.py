@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..functional.eda import eda_rewards
-from ._mixing import DomainShareSampler, OrderedRepeatSampler, combine_domains, interleave_order
+from ._mixing import DomainShareSampler, OrderedRepeatSampler, combine_domains, interleave_order, load_general_dataset
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, RolloutBatch
 
 MIXING_MODES = ("shuffle", "interleave", "fixed_share")
@@ -241,25 +241,8 @@ class HEALTrainer(EntropyGRPOTrainer):
         return {EDA_COLUMN: float(self.args.eda_weight)}
 
     def mix_datasets(self, train_dataset, args: HEALConfig):
-        general = self._general_dataset
-        if general is None and args.general_dataset_name is not None:
-            from ..data import load_train_dataset
-
-            general = load_train_dataset(
-                args.general_dataset_name,
-                args.general_dataset_config,
-                split=args.general_dataset_split,
-                num_samples=args.num_general_samples,
-                seed=args.seed,
-            )
-        elif general is not None and args.num_general_samples is not None:
-            n = args.num_general_samples
-            if n > len(general):
-                raise ValueError(f"num_general_samples is {n} but the general dataset has only {len(general)} rows.")
-            general = general.shuffle(seed=args.seed).select(range(n))
+        general = load_general_dataset(args, self._general_dataset)
         if general is not None:
-            if len(general) == 0:
-                raise ValueError("The general-domain dataset is empty.")
             mixed = combine_domains(train_dataset, general, args.domain_column, args.target_domain, args.general_domain)
         else:
             mixed = train_dataset
