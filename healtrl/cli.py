@@ -275,7 +275,8 @@ def run_training(resolved: ResolvedConfig):
     # The model card names what the user named (a Hub id, a toy name), not resolved cache paths.
     trainer.model_card_base_model = model_args.model_name_or_path
     names = [script_args.dataset_name, getattr(trainer_args, "general_dataset_name", None)]
-    trainer.model_card_datasets = [_card_dataset_name(name) for name in names if name]
+    # A task that combines Hub datasets (`medicine`) names each of them.
+    trainer.model_card_datasets = [part for name in names if name for part in _card_dataset_name(name).split(",")]
     if script_args.eval_tasks:
         trainer.add_callback(periodic_eval_callback(script_args, trainer_args, trainer))
     trainer.train(resume_from_checkpoint=trainer_args.resume_from_checkpoint)
@@ -661,7 +662,7 @@ def _sample(
 
 
 def _task_local_sample(task: str) -> str | None:
-    """A local file in the format of the task's Hub dataset: `healtrl.tasks.local_sample(task)` when the tasks package
+    """A local file (or folder) in the format of the task's Hub dataset: `healtrl.tasks.local_sample(task)` when the tasks package
     provides it, else the test sample `tests/data/tasks/<task>.*` of a source checkout (matched with `-` read as `_`,
     or by the longest file stem the task name starts with: `webinstruct` for `webinstruct-physics`)."""
     from pathlib import Path
@@ -676,7 +677,8 @@ def _task_local_sample(task: str) -> str | None:
     if not folder.is_dir():
         return None
     stem = task.replace("-", "_")
-    files = sorted(p for p in folder.iterdir() if p.is_file())
+    # Files, and folders for tasks that combine sources (`medicine/` holds medbullets.jsonl and medxpertqa.jsonl).
+    files = sorted(p for p in folder.iterdir() if p.is_file() or p.is_dir())
     exact = [p for p in files if p.stem == stem]
     if exact:
         return os.fspath(exact[0])
@@ -862,7 +864,7 @@ def _local_task_data(task: str, split: str | None, num_samples: int | None = Non
     sample = _task_local_sample(task)
     if sample is None:
         return None, f"task '{task}' is Hub-only"
-    return load_task(task, split=split, path=sample, num_samples=num_samples, seed=seed), "local sample"
+    return load_task(task, split=split, path=sample, num_samples=num_samples, seed=seed), "the tasks' local samples"
 
 
 def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> None:
