@@ -1045,6 +1045,11 @@ def _build_parser(prog: str) -> _Parser:
     parser.add_argument("--max_model_len", type=int, default=None, help="vLLM context length.")
     parser.add_argument("--trust_remote_code", action="store_true")
     parser.add_argument("--no_progress", action="store_true", help="Hide progress bars.")
+    parser.add_argument(
+        "--allow_eval_overlap",
+        action="store_true",
+        help="Evaluate even though the run in --model (its config.yaml) trained on rows of the tasks (healtrl.hygiene).",
+    )
     return parser
 
 
@@ -1106,7 +1111,13 @@ def eval_main(argv: list[str] | None = None, prog: str = "healtrl eval") -> int:
         return 2
 
     from healtrl.cli import configure_threads
+    from healtrl.hygiene import check_run_folder
 
+    try:  # a run folder (config.yaml of train.py): its training data must not hold rows of the evaluated tasks
+        check_run_folder(args.model, tasks, split=args.split, task_paths=task_paths, allow=args.allow_eval_overlap)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     configure_threads()
     try:
         results = evaluate(
