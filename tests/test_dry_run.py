@@ -94,6 +94,13 @@ def test_shipped_select_config_parses(path, no_network, capsys):
 
     assert path.read_text().startswith("#"), f"{path.name} needs a header comment"
     assert select_main(["--config", str(path), "--help"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    # `healtrl select --dry_run` validates it like train.py --dry_run validates a training config
+    assert select_main(["--config", str(path), "--dry_run"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "Dry run OK: the selection config is valid." in out
+    for label in ("model:", "reward:", "pool:", "rollouts:", "selection:"):
+        assert label in out, f"{label} missing from the select dry run of {path.name}"
     # and the training dry run says what it is instead of pretending to check it
     assert train_main(["--config", str(path), "--dry_run"]) == 2
     assert "No trainer is set" in capsys.readouterr().err
@@ -109,7 +116,7 @@ def test_shipped_config_passes_the_dry_run(path, no_network, keep_environ, capsy
     code, out, err = run(["--config", str(path), "--num_processes", processes], capsys)
     assert code == 0, f"{path.name} failed the dry run:\n{err}\n{out}"
     assert "Dry run OK" in out and re.search(rf"^trainer:\s+{trainer}: ", out, re.M)
-    for label in ("model:", "rewards:", "data (train):", "batch:", "method:", "output:"):
+    for label in ("model:", "rewards:", "data (train):", "batch:", "length:", "hygiene:", "method:", "output:"):
         assert label in out, f"{label} missing from the report of {path.name}"
     # Each dataset is either checked on real rows or explicitly reported as not checked.
     entries = report_entries(out)
