@@ -110,9 +110,13 @@ def test_shipped_select_config_parses(path, no_network, capsys):
 def test_shipped_config_passes_the_dry_run(path, no_network, keep_environ, capsys):
     text = path.read_text()
     assert text.startswith("#"), f"{path.name} needs a header comment saying what it runs and how to launch it"
-    trainer = yaml.safe_load(text)["trainer"]
+    config = yaml.safe_load(text)
+    trainer = config["trainer"]
     # Paper recipes are written for several GPUs: check their batch geometry for 8 processes (32 for AER's node).
+    # CPU configs (the toy world) run as one process: with 8, a few-shot set would not fill a generation batch.
     processes = "32" if path.name.startswith("aer_") and "toy" not in path.name else "8"
+    if config.get("use_cpu"):
+        processes = "1"
     code, out, err = run(["--config", str(path), "--num_processes", processes], capsys)
     assert code == 0, f"{path.name} failed the dry run:\n{err}\n{out}"
     assert "Dry run OK" in out and re.search(rf"^trainer:\s+{trainer}: ", out, re.M)
@@ -248,7 +252,9 @@ def test_gpu_settings_are_replaced_for_the_check_and_said_so(tmp_path, no_networ
 
 
 def test_periodic_eval_settings_are_reported(tmp_path, no_network, capsys):
-    config = toy_config(tmp_path, eval_tasks=["toy-add", "toy-compare"], eval_k=8, eval_every_steps=25)
+    # dataset_seed 0: healtrl-toy/add holds out the problems of task toy-add's test split only with seed 0 (with the
+    # default seed 42 the hygiene check finds 17 of its 20 test problems in the training data: tests/test_hygiene.py)
+    config = toy_config(tmp_path, eval_tasks=["toy-add", "toy-compare"], eval_k=8, eval_every_steps=25, dataset_seed=0)
     code, out, _ = run(["--config", config], capsys)
     assert code == 0
     assert "toy-add, toy-compare: avg@8 and pass@k every 25 steps" in " ".join(out.split())

@@ -118,6 +118,14 @@ def test_dry_run_refuses_evaluation_rows(capsys):
     assert "hygiene: no evaluation prompt is a training prompt on local data and offline data" in out
 
 
+def test_toy_data_with_another_seed_holds_the_toy_tasks_test_problems(capsys):
+    """A finding of the check: `healtrl-toy/add` holds out seed-dependent problems, while task toy-add's test split is
+    fixed (seed 0); with seed 42 most of toy-add's test problems are training rows."""
+    argv = ["--config", TOY, "--eval_tasks", "toy-add", "--dataset_seed", "42", "--dry_run"]
+    assert train_main(argv) == 2
+    assert "'toy-add' split 'test': 17 of its 20 rows are training prompts" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------------------------------------------- healtrl eval
 def write_run_folder(folder: Path, argv) -> Path:
     folder.mkdir(parents=True)
