@@ -22,10 +22,20 @@ A training run parses the config (`healtrl.config`), resolves the model name (`h
 With `eval_tasks` set, `healtrl.evaluation.PeriodicEvalCallback` evaluates the policy on those tasks every
 `eval_every_steps` steps and logs `eval/<task>/avg@k` and `eval/<task>/pass@j` with the training metrics.
 
+Data hygiene (`healtrl.hygiene`): before training, the prompts of the evaluation data (`eval_tasks` with
+`eval_split`, and the evaluation dataset) are compared with the training prompts by a normalised prompt hash; a run
+whose training data holds evaluation rows is refused, naming the task, split and count (`allow_eval_overlap: true`
+overrides). `healtrl eval --model <run folder>` makes the same check against the run's `config.yaml`.
+
+`train_repeats` (N or `auto`) fills fixed-size prompt batches from a small training set by seeded copies of its rows,
+read in order (`healtrl.data.repeat_rows`, `apply_train_repeats`): few-shot baselines then run the same number of
+optimizer steps on full batches as the methods they are compared with.
+
 `--dry_run` validates a config end to end without the Hub and without training (see `dry_run`): it parses the config,
 builds the trainer's config class, checks the model name, the reward functions, the dataset mapping and the reward
-columns on a local sample, and the batch geometry, then prints what the run would do. Exit code 0 when the config is
-valid, 2 otherwise.
+columns on a local sample, the batch geometry, the run's length (optimizer steps and how often each training row is
+drawn) and the data hygiene on whatever data is local, then prints what the run would do. Exit code 0 when the config
+is valid, 2 otherwise.
 """
 
 from __future__ import annotations
@@ -37,7 +47,15 @@ from typing import Any
 
 from healtrl.config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve
 
-__all__ = ["configure_threads", "dry_run", "main", "run_training", "train_main"]
+__all__ = [
+    "apply_train_repeats",
+    "configure_threads",
+    "dry_run",
+    "main",
+    "resolve_train_repeats",
+    "run_training",
+    "train_main",
+]
 
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "curves.png"
@@ -921,12 +939,9 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
             how.add(source)
     if has_eval_dataset:
         unchecked.append("the evaluation dataset (compared when the run starts)")
-    if train_sets and eval_sets and not unchecked:
-        findings += [o.describe() + " are training prompts" for o in find_overlaps(train_sets, eval_sets)]
-    elif train_sets and eval_sets:
-        findings += [
-            o.describe() + " are training prompts (on local data)" for o in find_overlaps(train_sets, eval_sets)
-        ]
+    if train_sets and eval_sets:
+        where = " (on local data)" if unchecked else ""
+        findings += [f"{o.describe()} are training prompts{where}" for o in find_overlaps(train_sets, eval_sets)]
     if findings:
         text = "evaluation rows in the training data: " + "; ".join(findings)
         if allow:
