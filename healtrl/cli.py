@@ -22,10 +22,20 @@ A training run parses the config (`healtrl.config`), resolves the model name (`h
 With `eval_tasks` set, `healtrl.evaluation.PeriodicEvalCallback` evaluates the policy on those tasks every
 `eval_every_steps` steps and logs `eval/<task>/avg@k` and `eval/<task>/pass@j` with the training metrics.
 
+Data hygiene (`healtrl.hygiene`): before training, the prompts of the evaluation data (`eval_tasks` with
+`eval_split`, and the evaluation dataset) are compared with the training prompts by a normalised prompt hash; a run
+whose training data holds evaluation rows is refused, naming the task, split and count (`allow_eval_overlap: true`
+overrides). `healtrl eval --model <run folder>` makes the same check against the run's `config.yaml`.
+
+`train_repeats` (N or `auto`) fills fixed-size prompt batches from a small training set by seeded copies of its rows,
+read in order (`healtrl.data.repeat_rows`, `apply_train_repeats`): few-shot baselines then run the same number of
+optimizer steps on full batches as the methods they are compared with.
+
 `--dry_run` validates a config end to end without the Hub and without training (see `dry_run`): it parses the config,
 builds the trainer's config class, checks the model name, the reward functions, the dataset mapping and the reward
-columns on a local sample, and the batch geometry, then prints what the run would do. Exit code 0 when the config is
-valid, 2 otherwise.
+columns on a local sample, the batch geometry, the run's length (optimizer steps and how often each training row is
+drawn) and the data hygiene on whatever data is local, then prints what the run would do. Exit code 0 when the config
+is valid, 2 otherwise.
 """
 
 from __future__ import annotations
@@ -37,7 +47,15 @@ from typing import Any
 
 from healtrl.config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve
 
-__all__ = ["configure_threads", "dry_run", "main", "run_training", "train_main"]
+__all__ = [
+    "apply_train_repeats",
+    "configure_threads",
+    "dry_run",
+    "main",
+    "resolve_train_repeats",
+    "run_training",
+    "train_main",
+]
 
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "curves.png"
@@ -128,6 +146,70 @@ def _load_data(script_args, trainer_args):
     return train_dataset, eval_dataset
 
 
+def _trainer_adds_data(resolved: ResolvedConfig) -> list[str]:
+    """The dataset fields of the trainer's own config that are set (e.g. HEAL's `general_dataset_name`): the trainer
+    mixes those rows with the training data."""
+    return [name for role, name, *_ in _datasets_to_check(resolved) if role not in ("train", "eval")]
+
+
+def _steps_per_generation_batch(args) -> float:
+    """Optimizer steps one generation batch serves in TRL: steps_per_generation x num_iterations / accumulation."""
+    return args.steps_per_generation * args.num_iterations / args.gradient_accumulation_steps
+
+
+def resolve_train_repeats(resolved: ResolvedConfig, num_rows: int, prompts_per_batch: int, steps_per_batch: float):
+    """(copies, whether TRL's sampler reads them in order) for `train_repeats`, or (None, False) when it is unset.
+
+    Raises:
+        ConfigError: `auto` without `max_steps` or with a trainer that adds data of its own; `shuffle_dataset: true`
+            set explicitly next to `train_repeats` (it would reshuffle across the copies).
+    """
+    from healtrl.data import repeats_to_fill
+
+    script_args, args = resolved.script_args, resolved.trainer_args
+    repeats = script_args.train_repeats
+    if repeats is None:
+        return None, False
+    mixed = _trainer_adds_data(resolved)
+    if repeats == "auto":
+        if mixed:
+            raise ConfigError(
+                f"train_repeats: auto fills every generation batch from the training rows alone, but the trainer also "
+                f"trains on {', '.join(mixed)}; give train_repeats a number of copies (the copies join the trainer's "
+                "pool) or leave it unset."
+            )
+        try:
+            repeats = repeats_to_fill(num_rows, args.max_steps, prompts_per_batch, steps_per_batch)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    in_order = not mixed
+    if in_order and resolved.values.get("shuffle_dataset") is True:
+        raise ConfigError(
+            "train_repeats orders the training rows itself (seeded copies read one after the other, so every "
+            "generation batch holds each row a fixed number of times); `shuffle_dataset: true` would reshuffle them "
+            "across copies. Remove shuffle_dataset (train_repeats sets it to false) or unset train_repeats."
+        )
+    return repeats, in_order
+
+
+def apply_train_repeats(resolved: ResolvedConfig, train_dataset):
+    """`train_repeats`: the training rows as seeded copies (`healtrl.data.repeat_rows`), read in order by TRL's
+    sampler (`shuffle_dataset` set to false) unless the trainer mixes in data of its own."""
+    from healtrl.data import repeat_rows
+
+    script_args, args = resolved.script_args, resolved.trainer_args
+    if script_args.train_repeats is None:
+        return train_dataset
+    prompts_per_batch = args.generation_batch_size // args.num_generations
+    repeats, in_order = resolve_train_repeats(
+        resolved, len(train_dataset), prompts_per_batch, _steps_per_generation_batch(args)
+    )
+    if in_order:
+        args.shuffle_dataset = False
+    seed = script_args.dataset_seed if script_args.dataset_seed is not None else args.seed
+    return repeat_rows(train_dataset, repeats, seed)
+
+
 def _load_tokenizer(model_path: str, model_args, trainer_args):
     from transformers import AutoTokenizer
 
@@ -195,6 +277,11 @@ def run_training(resolved: ResolvedConfig):
     try:
         with trainer_args.main_process_first(local=True, desc="loading the datasets"):
             train_dataset, eval_dataset = _load_data(script_args, trainer_args)
+            # Data hygiene (healtrl.hygiene): no evaluation row may be a training row, unless allow_eval_overlap.
+            from healtrl.hygiene import check_training_run
+
+            check_training_run(resolved, train_dataset, eval_dataset)
+            train_dataset = apply_train_repeats(resolved, train_dataset)
         reward_funcs = get_reward_funcs(script_args.reward_funcs)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
@@ -213,7 +300,8 @@ def run_training(resolved: ResolvedConfig):
     # The model card names what the user named (a Hub id, a toy name), not resolved cache paths.
     trainer.model_card_base_model = model_args.model_name_or_path
     names = [script_args.dataset_name, getattr(trainer_args, "general_dataset_name", None)]
-    trainer.model_card_datasets = [_card_dataset_name(name) for name in names if name]
+    # A task that combines Hub datasets (`medicine`) names each of them.
+    trainer.model_card_datasets = [part for name in names if name for part in _card_dataset_name(name).split(",")]
     if script_args.eval_tasks:
         trainer.add_callback(periodic_eval_callback(script_args, trainer_args, trainer))
     if trainer.is_world_process_zero():  # now, so that `healtrl eval --checkpoints` can read a killed run's recipe
@@ -601,7 +689,7 @@ def _sample(
 
 
 def _task_local_sample(task: str) -> str | None:
-    """A local file in the format of the task's Hub dataset: `healtrl.tasks.local_sample(task)` when the tasks package
+    """A local file (or folder) in the format of the task's Hub dataset: `healtrl.tasks.local_sample(task)` when the tasks package
     provides it, else the test sample `tests/data/tasks/<task>.*` of a source checkout (matched with `-` read as `_`,
     or by the longest file stem the task name starts with: `webinstruct` for `webinstruct-physics`)."""
     from pathlib import Path
@@ -616,7 +704,8 @@ def _task_local_sample(task: str) -> str | None:
     if not folder.is_dir():
         return None
     stem = task.replace("-", "_")
-    files = sorted(p for p in folder.iterdir() if p.is_file())
+    # Files, and folders for tasks that combine sources (`medicine/` holds medbullets.jsonl and medxpertqa.jsonl).
+    files = sorted(p for p in folder.iterdir() if p.is_file() or p.is_dir())
     exact = [p for p in files if p.stem == stem]
     if exact:
         return os.fspath(exact[0])
@@ -660,7 +749,7 @@ def _datasets_to_check(resolved: ResolvedConfig):
     return out
 
 
-def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun) -> None:
+def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, rows=None) -> None:
     args = resolved.trainer_args
     n, per_device, accumulation = num_processes, args.per_device_train_batch_size, args.gradient_accumulation_steps
     g = args.num_generations
@@ -700,10 +789,189 @@ def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun) -> 
                 f"per_device_eval_batch_size x processes = {args.per_device_eval_batch_size} x {n} is not divisible by "
                 f"the evaluation generations ({g_eval})."
             )
+    _report_length(resolved, report, rollout // g, updates, rows or {})
+
+
+def _known_rows(name: str, config, split: str, num_samples: int | None, seed: int) -> int | None:
+    """Rows a dataset will have, when that is known offline: its `num_samples`, or the size of toy and local data."""
+    from healtrl.data import TOY_TEST_SIZE, TOY_TRAIN_SIZE, is_toy_dataset, load_train_dataset
+
+    if num_samples is not None:
+        return num_samples  # at most: a smaller dataset keeps every row
+    if is_toy_dataset(name):
+        families = [f for f in name.split("/", 1)[1].split("+") if f]
+        return TOY_TRAIN_SIZE if split == "train" else TOY_TEST_SIZE * len(families)
+    if os.path.exists(os.path.expanduser(name)):
+        try:
+            return len(load_train_dataset(name, config, split=split, seed=seed))
+        except Exception:  # the data check reports unreadable data
+            return None
+    return None
+
+
+def _report_length(resolved: ResolvedConfig, report: _DryRun, prompts_per_batch: int, updates: float, rows) -> None:
+    """The `length` line: optimizer steps of the run and how often each training row is drawn (`train_repeats`)."""
+    import math
+
+    script_args, args = resolved.script_args, resolved.trainer_args
+    train_rows = rows.get("train")
+    extra = [n for role, n in rows.items() if role not in ("train", "eval")]
+    repeats, in_order = None, False
+    if script_args.train_repeats is not None:
+        try:
+            repeats, in_order = resolve_train_repeats(resolved, train_rows or 1, prompts_per_batch, updates)
+        except ConfigError as exc:
+            report.problems.append(str(exc))
+            return
+        if train_rows is None and script_args.train_repeats == "auto":
+            repeats = None  # depends on the dataset's size, unknown offline
+    pool = None
+    if train_rows is not None and all(n is not None for n in extra):
+        pool = train_rows * (repeats or 1) + sum(extra)
+    if pool is not None and pool < prompts_per_batch:
+        report.problems.append(
+            f"the training data has {pool} rows, fewer than the {prompts_per_batch} distinct prompts of one generation "
+            "batch: TRL would train 0 steps. Set `train_repeats` (auto with max_steps: seeded copies fill every batch) "
+            "or lower the batch."
+        )
+        return
     if args.max_steps and args.max_steps > 0:
-        report.add("length", f"max_steps {args.max_steps} optimizer steps ({args.max_steps * per_step / g:g} prompts)")
+        steps = args.max_steps
+        batches = math.ceil(steps / updates)
+        how = f"max_steps {steps}"
+    elif pool is not None:
+        per_epoch = (pool // prompts_per_batch) * updates
+        steps = math.ceil(args.num_train_epochs * per_epoch)
+        batches = math.ceil(steps / updates) if updates else 0
+        how = f"num_train_epochs {args.num_train_epochs:g} x {per_epoch:g} steps per epoch ({pool} rows)"
+        if steps == 0:
+            report.problems.append(
+                f"the run would take 0 optimizer steps: {pool} training rows do not fill one generation batch of "
+                f"{prompts_per_batch} prompts. Set `train_repeats` (e.g. auto with max_steps) or add rows."
+            )
     else:
-        report.add("length", f"num_train_epochs {args.num_train_epochs:g} (steps follow from the dataset size)")
+        report.add(
+            "length",
+            f"num_train_epochs {args.num_train_epochs:g}: the steps follow from the dataset size, "
+            "unknown offline (set max_steps to fix the budget)",
+        )
+        return
+    text = (
+        f"{steps} optimizer steps ({how}) = {batches} generation batches of {prompts_per_batch} prompts "
+        f"({batches * prompts_per_batch} prompts drawn)"
+    )
+    if repeats is not None:
+        order = "read in order, shuffle_dataset false" if in_order else "in the trainer's shuffled pool"
+        text += f"; train_repeats {script_args.train_repeats}: {repeats} seeded copies of the training rows ({order})"
+    if pool is not None and pool > 0:
+        drawn = batches * prompts_per_batch
+        per_row = drawn * (repeats or 1) / pool  # a row of the pool is drawn drawn / pool times; a row has `repeats`
+        exact = in_order and train_rows and prompts_per_batch % train_rows == 0
+        if exact:
+            text += (
+                f"; each of the {train_rows} training rows is seen {drawn // train_rows} times, "
+                f"{prompts_per_batch // train_rows} per generation batch"
+            )
+        else:
+            text += f"; each training row is seen about {per_row:.3g} times"
+        text += f" (x {args.num_generations} completions)"
+    elif train_rows is None:
+        text += "; rows per dataset unknown offline (Hub data), so the times each row is seen are not computed"
+    report.add("length", text)
+
+
+def _local_task_data(task: str, split: str | None, num_samples: int | None = None, seed: int = 0):
+    """(a task's whole split from offline data, how) without the Hub: offline tasks load, Hub tasks map their local
+    sample; (None, why) otherwise."""
+    from healtrl.tasks import get_task, load_task
+
+    spec = get_task(task)
+    if spec.hub_id is None:
+        return load_task(task, split=split, num_samples=num_samples, seed=seed), "offline data"
+    sample = _task_local_sample(task)
+    if sample is None:
+        return None, f"task '{task}' is Hub-only"
+    return load_task(task, split=split, path=sample, num_samples=num_samples, seed=seed), "the tasks' local samples"
+
+
+def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> None:
+    """Data hygiene in the dry run: a training dataset that is an evaluated task's evaluated split is refused
+    outright; otherwise the prompts are compared (`healtrl.hygiene`) on whatever data is local (toy, local files,
+    offline tasks, the tasks' local samples); Hub data is compared when the run starts."""
+    from healtrl.data import TASK_DATASET_PREFIX, is_toy_dataset, load_train_dataset
+    from healtrl.hygiene import find_overlaps
+    from healtrl.tasks import get_task
+
+    script_args, args = resolved.script_args, resolved.trainer_args
+    evaluated = [(task, script_args.eval_split or get_task(task).split) for task in script_args.eval_tasks]
+    has_eval_dataset = str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no"
+    if not evaluated and not has_eval_dataset:
+        report.add("hygiene", "no evaluation during training (healtrl eval on the run folder checks its tasks)")
+        return
+    allow = script_args.allow_eval_overlap
+    findings, unchecked, train_sets, how = [], [], [], set()
+    for role, name, config, split, num_samples in _datasets_to_check(resolved):
+        if role == "eval":
+            continue
+        data_seed = seed if role == "train" else args.seed
+        task = name[len(TASK_DATASET_PREFIX) :] if name.startswith(TASK_DATASET_PREFIX) else None
+        for eval_task, eval_split in evaluated:
+            if task == eval_task and split == eval_split:
+                findings.append(
+                    f"the {role} data is task '{task}' split '{split}', the split eval_tasks evaluates: every "
+                    "training row is an evaluation row"
+                )
+        try:
+            if task is not None:
+                data, source = _local_task_data(task, split, num_samples, data_seed)
+            elif is_toy_dataset(name) or os.path.exists(os.path.expanduser(name)):
+                data, source = load_train_dataset(name, config, split, num_samples, data_seed), "local data"
+            else:
+                data, source = None, f"{name} is Hub data"
+        except Exception as exc:  # unreadable data is reported by the data check
+            data, source = None, f"{name} could not be read ({type(exc).__name__})"
+        if data is None:
+            unchecked.append(source)
+        else:
+            train_sets.append(data)
+            how.add(source)
+    eval_sets = {}
+    for task, split in evaluated:
+        try:
+            data, source = _local_task_data(task, script_args.eval_split)
+        except Exception as exc:
+            data, source = None, f"task '{task}' could not be read ({type(exc).__name__})"
+        if data is None:
+            unchecked.append(source)
+        else:
+            eval_sets[(task, split)] = data
+            how.add(source)
+    if has_eval_dataset:
+        unchecked.append("the evaluation dataset (compared when the run starts)")
+    if train_sets and eval_sets:
+        where = " (on local data)" if unchecked else ""
+        findings += [f"{o.describe()} are training prompts{where}" for o in find_overlaps(train_sets, eval_sets)]
+    if findings:
+        text = "evaluation rows in the training data: " + "; ".join(findings)
+        if allow:
+            report.add("hygiene", f"{text} (allowed: allow_eval_overlap is true)")
+        else:
+            report.problems.append(
+                f"{text}. Evaluate on a split the training data does not draw from (Medicine: train on "
+                "task:medicine split 'train', evaluate its 'test' split), or set `allow_eval_overlap: true` if this "
+                "is deliberate."
+            )
+            report.add("hygiene", "FAILED: evaluation rows in the training data (see the problems)")
+        return
+    checked = f"no evaluation prompt is a training prompt on {' and '.join(sorted(how))}" if how else ""
+    rest = f"not compared offline: {'; '.join(unchecked)}; compared at launch" if unchecked else ""
+    report.add(
+        "hygiene",
+        "; ".join(t for t in (checked, rest) if t)
+        + " (normalised prompt hash, healtrl.hygiene"
+        + (", allow_eval_overlap true" if allow else "")
+        + ")",
+    )
 
 
 def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None = None, file=None) -> int:
@@ -763,8 +1031,14 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
     # then the repository's configs/.
     config_dirs = [os.path.dirname(os.path.abspath(resolved.config_path))] if resolved.config_path else []
     config_dirs.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs"))
+    rows = {}
     for role, name, config, split, num_samples in _datasets_to_check(resolved):
         label = f"data ({role})"
+        data_seed = seed if role in ("train", "eval") else args.seed
+        try:
+            rows[role] = _known_rows(name, config, split, num_samples, data_seed)
+        except Exception:  # the data check below reports what cannot be read
+            rows[role] = None
         try:
             sample, how = _sample(name, config, split, num_samples, seed, config_dirs, report)
         except Exception as exc:  # any failure to read the data is a finding of the dry run, not a crash
@@ -781,7 +1055,8 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
                 report.problems.append(f"{role} dataset: {exc}")
         report.add(label, text)
 
-    _geometry(resolved, num_processes, report)
+    _geometry(resolved, num_processes, report, rows)
+    _dry_run_hygiene(resolved, report, seed)
     use_vllm = report.replaced.get("use_vllm", args.use_vllm)
     generation = f"vLLM ({_plain(args.vllm_mode)} mode)" if use_vllm else "transformers generate"
     report.add(

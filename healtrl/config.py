@@ -142,6 +142,19 @@ class ScriptArguments:
             problems per task family.
         dataset_seed (`int`, *optional*):
             Seed of toy data generation and of subsetting. Defaults to the trainer's `seed`.
+        train_repeats (`int` or `"auto"`, *optional*):
+            Fill fixed-size prompt batches from a small training set by repetition (`healtrl.data.repeat_rows`): the
+            rows become `train_repeats` copies, each copy a permutation of every row drawn from `dataset_seed`,
+            concatenated copy after copy, and TRL's sampler reads them in that order (`shuffle_dataset` is set to
+            false), so consecutive generation batches are consecutive slices of the copies: 128-prompt batches from 32
+            rows hold each row exactly 4 times, and the batches are a function of the seed. `"auto"`: the copies that
+            fill every generation batch of `max_steps` (as verl-based few-shot recipes duplicate the data). With a
+            trainer that adds data of its own (HEAL's `general_dataset_name`) the copies join its pool instead
+            (TRL's shuffling stays on) and `"auto"` is refused. `None`: no repetition (TRL's behaviour).
+        allow_eval_overlap (`bool`, *optional*, defaults to `False`):
+            Train even though rows of the evaluation data (`eval_tasks` with `eval_split`, and the evaluation dataset)
+            appear in the training data (normalised prompt hash, `healtrl.hygiene`). Off: the run refuses, naming the
+            task, split and count. Set it only for deliberate cases (e.g. measuring memorisation).
         reward_funcs (`list[str]`, *optional*, defaults to `[]`):
             Reward functions by name: a key of `healtrl.data.REWARD_FUNCS` (e.g. `toy`) or a dotted import path
             (`my_package.rewards.my_reward`).
@@ -235,6 +248,21 @@ class ScriptArguments:
         default=None,
         metadata={"help": "Seed of toy data generation and of subsetting. Defaults to the trainer's `seed`."},
     )
+    train_repeats: int | Literal["auto"] | None = field(
+        default=None,
+        metadata={
+            "help": "Repeat the training rows: N copies, each a permutation drawn from dataset_seed, read in order "
+            "(shuffle_dataset false), so every generation batch holds each row a fixed number of times; 'auto': the "
+            "copies that fill every generation batch of max_steps. None: no repetition."
+        },
+    )
+    allow_eval_overlap: bool = field(
+        default=False,
+        metadata={
+            "help": "Train even though evaluation rows (eval_tasks, eval dataset) appear in the training data "
+            "(healtrl.hygiene). Off: the run refuses, naming the task, split and count."
+        },
+    )
     reward_funcs: list[str] = field(
         default_factory=list,
         metadata={
@@ -324,6 +352,15 @@ class ScriptArguments:
                     "number of training rows. Set only one of them."
                 )
             self.num_train_samples = self.num_target
+        if self.train_repeats is not None and self.train_repeats != "auto":
+            if (
+                isinstance(self.train_repeats, bool)
+                or not isinstance(self.train_repeats, int)
+                or self.train_repeats < 1
+            ):
+                raise ValueError(
+                    f"train_repeats must be a positive number of copies, 'auto' or null, got {self.train_repeats!r}."
+                )
         if isinstance(self.eval_tasks, str):
             self.eval_tasks = [t.strip() for t in self.eval_tasks.split(",") if t.strip()]
         for name in ("eval_k", "eval_every_steps", "eval_batch_size"):

@@ -12,6 +12,10 @@
   `Dataset.save_to_disk` / `DatasetDict.save_to_disk`, or holding data files such as `train.jsonl` and `test.jsonl`);
 * anything else is a Hub dataset id for `datasets.load_dataset(name, config, split=split)`.
 
+`repeat_rows(dataset, repeats, seed)` fills fixed-size prompt batches from a small set (`train_repeats` in a config):
+copies of the rows, each a seeded permutation, read in order; `repeats_to_fill` is the number of copies that fills a
+run (`train_repeats: auto`).
+
 Reward functions are registered by name in `REWARD_FUNCS` together with the dataset columns they read (TRL passes
 every dataset column to reward functions as a keyword argument), so a missing column is reported before training
 starts (`check_columns`). A dotted import path (`my_package.rewards.my_reward`) works as a reward name too.
@@ -36,6 +40,8 @@ __all__ = [
     "get_reward_funcs",
     "load_train_dataset",
     "register_reward",
+    "repeat_rows",
+    "repeats_to_fill",
     "reward_columns",
 ]
 
@@ -428,3 +434,73 @@ def check_columns(
         f"{', '.join(found) or 'none'}. Expected columns: {expected}. Rename a column with "
         "`dataset.rename_column(old, new)` (or in the data files), or choose reward functions that fit the data."
     )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Filling fixed-size prompt batches from a small set
+# ----------------------------------------------------------------------------------------------------------------
+def repeat_order(num_rows: int, repeats: int, seed: int) -> list[int]:
+    """Row indices of `repeats` copies of `num_rows` rows: copy c is a permutation of every row drawn from
+    `(seed, c)` (Python's `random.Random`, stable across Python versions), the copies one after the other."""
+    import random
+
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive number of copies, got {repeats!r}.")
+    order: list[int] = []
+    for copy in range(repeats):
+        rows = list(range(num_rows))
+        random.Random(f"healtrl-repeat:{seed}:{copy}").shuffle(rows)
+        order += rows
+    return order
+
+
+def repeat_rows(dataset, repeats: int, seed: int = 0):
+    """Fill fixed-size prompt batches from a small training set by repetition, as verl-based few-shot recipes do by
+    duplicating the data.
+
+    The result holds `repeats` copies of the rows, each copy a permutation drawn from `(seed, copy)`, concatenated.
+    Read in order (TRL's `RepeatSampler` with `shuffle_dataset=False`, which `train.py` sets with `train_repeats`),
+    generation batch b holds rows [b * B, (b + 1) * B) of it: with B a multiple of the row count n, every batch holds
+    each row exactly B / n times (128-prompt batches from 32 rows: 4 times each); otherwise each row appears
+    floor(B / n) or ceil(B / n) times in a batch and exactly `repeats` times over the whole set. The same seed gives
+    the same batches; no row is drawn twice before every row is drawn once.
+
+    Args:
+        dataset: A `datasets.Dataset`.
+        repeats: Number of copies (>= 1).
+        seed: Seed of the permutations (`train.py`: `dataset_seed`, else the trainer's `seed`).
+
+    Returns:
+        A `datasets.Dataset` of `repeats * len(dataset)` rows (an index mapping over `dataset`; no data is copied).
+    """
+    if len(dataset) == 0:
+        raise ValueError("Cannot repeat an empty dataset.")
+    return dataset.select(repeat_order(len(dataset), repeats, seed))
+
+
+def repeats_to_fill(num_rows: int, max_steps: int, prompts_per_batch: int, steps_per_batch: float) -> int:
+    """The copies of `num_rows` rows that fill every generation batch of a run of `max_steps` optimizer steps
+    (`train_repeats: auto`).
+
+    Args:
+        num_rows: Rows of the training set.
+        max_steps: Optimizer steps of the run.
+        prompts_per_batch: Distinct prompts per generation batch (`generation_batch_size / num_generations`).
+        steps_per_batch: Optimizer steps one generation batch serves (`steps_per_generation * num_iterations /
+            gradient_accumulation_steps`).
+
+    Returns:
+        ceil(generation batches x prompts_per_batch / num_rows), with generation batches = ceil(max_steps /
+        steps_per_batch).
+    """
+    import math
+
+    if num_rows < 1:
+        raise ValueError("Cannot repeat an empty dataset.")
+    if max_steps is None or max_steps < 1:
+        raise ValueError(
+            "train_repeats: auto fills the generation batches of `max_steps` optimizer steps; set `max_steps` (> 0), "
+            "or give train_repeats a number of copies."
+        )
+    batches = math.ceil(max_steps / steps_per_batch)
+    return max(1, math.ceil(batches * prompts_per_batch / num_rows))

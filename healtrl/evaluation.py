@@ -1105,6 +1105,11 @@ def _build_parser(prog: str) -> _Parser:
     recipe.add_argument(
         "--include_final", action="store_true", help="Also evaluate the run folder's final model (--checkpoints)."
     )
+    parser.add_argument(
+        "--allow_eval_overlap",
+        action="store_true",
+        help="Evaluate even though the run in --model (its config.yaml) trained on rows of the tasks (healtrl.hygiene).",
+    )
     return parser
 
 
@@ -1251,7 +1256,13 @@ def _model_main(args, prog: str) -> int:
         return _report(problems)
 
     from healtrl.cli import configure_threads
+    from healtrl.hygiene import check_run_folder
 
+    try:  # a run folder (config.yaml of train.py): its training data must not hold rows of the evaluated tasks
+        check_run_folder(args.model, tasks, split=args.split, task_paths=task_paths, allow=args.allow_eval_overlap)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     configure_threads()
     try:
         results = evaluate(
@@ -1386,7 +1397,13 @@ def _checkpoints_main(args, prog: str) -> int:
         return _report(problems)
 
     from healtrl.cli import configure_threads
+    from healtrl.hygiene import check_run_folder
 
+    try:  # the validation tasks must not hold rows the run trained on
+        check_run_folder(run_dir, list(rule.tasks), split=rule.split, task_paths=task_paths, allow=args.allow_eval_overlap)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     configure_threads()
     try:
         outcome = evaluate_checkpoints(

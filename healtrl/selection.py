@@ -520,6 +520,77 @@ def _check_number(name, value, *, kind=float, low=None, high=None, low_open=Fals
         raise SelectionError(f"{name} must be <= {high}, got {value}")
 
 
+_DTYPES = ("auto", "float32", "bfloat16", "float16")
+_SETTING_CHECKS = (
+    "model",
+    "dataset",
+    "reward",
+    "output_dir",
+    "num_rollouts",
+    "top_k",
+    "top_fraction",
+    "temperature",
+    "top_p",
+    "max_new_tokens",
+    "batch_size",
+    "forward_batch_size",
+    "seed",
+    "max_questions",
+    "correct_threshold",
+    "vllm_gpu_memory_utilization",
+    "vllm_max_model_len",
+    "dtype",
+    "push_to_hub",
+    "hub_dataset_id",
+)
+
+
+def _check_settings(
+    *,
+    model,
+    dataset,
+    reward,
+    output_dir,
+    num_rollouts,
+    top_k,
+    top_fraction,
+    temperature,
+    top_p,
+    max_new_tokens,
+    batch_size,
+    forward_batch_size,
+    seed,
+    max_questions,
+    correct_threshold,
+    vllm_gpu_memory_utilization,
+    vllm_max_model_len,
+    dtype,
+    push_to_hub,
+    hub_dataset_id,
+) -> None:
+    """The checks of the settings that need neither the model nor the data (shared by the run and `--dry_run`)."""
+    for name, value in (("model", model), ("dataset", dataset), ("reward", reward), ("output_dir", output_dir)):
+        if not isinstance(value, str) or not value:
+            raise SelectionError(f"--{name} is required (got {value!r}).")
+    _check_number("--num_rollouts", num_rollouts, kind=int, low=2)
+    _check_number("--top_k", top_k, kind=int, low=1)
+    _check_number("--top_fraction", top_fraction, low=0, low_open=True, high=1)
+    _check_number("--temperature", temperature, low=0, low_open=True)
+    _check_number("--top_p", top_p, low=0, low_open=True, high=1)
+    _check_number("--max_new_tokens", max_new_tokens, kind=int, low=1)
+    _check_number("--batch_size", batch_size, kind=int, low=1)
+    _check_number("--forward_batch_size", forward_batch_size, kind=int, low=1, allow_none=True)
+    _check_number("--seed", seed, kind=int)
+    _check_number("--max_questions", max_questions, kind=int, low=1, allow_none=True)
+    _check_number("--correct_threshold", correct_threshold)
+    _check_number("--vllm_gpu_memory_utilization", vllm_gpu_memory_utilization, low=0, low_open=True, high=1)
+    _check_number("--vllm_max_model_len", vllm_max_model_len, kind=int, low=1, allow_none=True)
+    if dtype not in _DTYPES:
+        raise SelectionError(f"--dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+    if push_to_hub and not hub_dataset_id:
+        raise SelectionError("--push_to_hub needs --hub_dataset_id (e.g. my-user/heal-general-384).")
+
+
 def _pool_indices(size: int, max_questions: int | None, seed: int) -> list[int]:
     """The questions scored: all rows, or `max_questions` of them drawn with `seed` (in row order)."""
     if max_questions is None or max_questions >= size:
@@ -644,27 +715,8 @@ def select_general_data(
     from healtrl.models import load_model_and_tokenizer, resolve_model_path
 
     # ---------------------------------------------------------------------------- settings
-    for name, value in (("model", model), ("dataset", dataset), ("reward", reward), ("output_dir", output_dir)):
-        if not isinstance(value, str) or not value:
-            raise SelectionError(f"--{name} is required (got {value!r}).")
-    _check_number("--num_rollouts", num_rollouts, kind=int, low=2)
-    _check_number("--top_k", top_k, kind=int, low=1)
-    _check_number("--top_fraction", top_fraction, low=0, low_open=True, high=1)
-    _check_number("--temperature", temperature, low=0, low_open=True)
-    _check_number("--top_p", top_p, low=0, low_open=True, high=1)
-    _check_number("--max_new_tokens", max_new_tokens, kind=int, low=1)
-    _check_number("--batch_size", batch_size, kind=int, low=1)
-    _check_number("--forward_batch_size", forward_batch_size, kind=int, low=1, allow_none=True)
-    _check_number("--seed", seed, kind=int)
-    _check_number("--max_questions", max_questions, kind=int, low=1, allow_none=True)
-    _check_number("--correct_threshold", correct_threshold)
-    _check_number("--vllm_gpu_memory_utilization", vllm_gpu_memory_utilization, low=0, low_open=True, high=1)
-    _check_number("--vllm_max_model_len", vllm_max_model_len, kind=int, low=1, allow_none=True)
+    _check_settings(**{k: v for k, v in locals().items() if k in _SETTING_CHECKS})
     dtypes = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if dtype not in dtypes:
-        raise SelectionError(f"--dtype must be one of {', '.join(dtypes)}, got {dtype!r}")
-    if push_to_hub and not hub_dataset_id:
-        raise SelectionError("--push_to_hub needs --hub_dataset_id (e.g. my-user/heal-general-384).")
     if use_vllm:
         from healtrl._compat import require
 
@@ -909,6 +961,12 @@ def _build_parser(prog: str) -> _Parser:
     p.add_argument("--hub_dataset_id", help="Hub dataset repository for the selection (pushes when given)")
     p.add_argument("--hub_private", action="store_true", help="make the Hub repository private")
     p.add_argument("--no_progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--dry_run",
+        action="store_true",
+        help="validate the options (types, model name, reward, data mapping on a local sample) without loading a "
+        "model or the Hub, print what would run, and exit (0: valid, 2: not)",
+    )
     return p
 
 
@@ -926,7 +984,7 @@ def _apply_yaml(parser: _Parser, path: str) -> None:
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise SelectionError(f"--config: '{path}' must hold `option: value` pairs, got a {type(data).__name__}")
-    actions = {a.dest: a for a in parser._actions if a.dest not in ("help", "config")}
+    actions = {a.dest: a for a in parser._actions if a.dest not in ("help", "config", "dry_run")}
     defaults = {}
     for key, value in data.items():
         action = actions.get(key)
@@ -954,6 +1012,120 @@ def _apply_yaml(parser: _Parser, path: str) -> None:
     parser.set_defaults(**defaults)
 
 
+def select_dry_run(options: dict, config_path: str | None = None, file=None) -> int:
+    """`healtrl select --dry_run`: validate a selection's options like `train.py --dry_run` validates a training
+    config, without loading a model and without the Hub, and print what the selection would do.
+
+    Checks: every setting's type and range (the checks the run makes before it loads anything), the model name (a
+    local folder, a healtrl name or a well-formed Hub id; `healtrl.cli._check_model`), the reward, and, on a local
+    sample of the pool (toy and local data, or the task's local sample that healtrl ships for Hub tasks), the prompt
+    mapping (`prompt_column` / `question_column` / `prompt_template`), the reward's columns and `top_k` against the
+    pool size (toy and local pools). Hub-only pools are reported as "not checked".
+
+    Args:
+        options: The parsed options of `healtrl select` (names as `select_general_data`'s arguments).
+        config_path: The `--config` file, named in the report.
+        file: Where the report goes (default stdout); problems go to stderr.
+
+    Returns:
+        0 when the options are valid, 2 otherwise.
+    """
+    from healtrl._compat import EXTRAS, is_available
+    from healtrl.cli import _check_model, _DryRun, _sample
+    from healtrl.data import get_reward_func, is_toy_dataset, load_train_dataset, reward_columns
+
+    file = file or sys.stdout
+    report = _DryRun()
+    o = dict(options)
+    try:
+        _check_settings(**{k: o.get(k) for k in _SETTING_CHECKS})
+    except SelectionError as exc:
+        report.problems.append(str(exc))
+    model, dataset, reward = o.get("model"), o.get("dataset"), o.get("reward")
+    if isinstance(model, str) and model:
+        extras = f"; dtype {o.get('dtype')}" if o.get("dtype") not in (None, "auto") else ""
+        report.add("model", _check_model(model, None, report) + extras)
+    if isinstance(reward, str) and reward:
+        try:
+            get_reward_func(reward)
+            reads = reward_columns([reward])[reward]
+            report.add("reward", f"{reward} (reads {', '.join(reads) or 'no column'})")
+        except (ValueError, ImportError) as exc:
+            report.problems.append(f"--reward: {exc}")
+    if isinstance(dataset, str) and dataset:
+        split, seed = o.get("split") or "train", o.get("seed") or 0
+        label = f"{dataset} [{split}]"
+        try:
+            sample, how = _sample(dataset, o.get("dataset_config"), split, None, seed)
+        except Exception as exc:  # a finding of the dry run, not a crash
+            detail = str(exc) if isinstance(exc, (ValueError, ImportError, OSError)) else f"{type(exc).__name__}: {exc}"
+            report.problems.append(f"--dataset '{dataset}': {detail}")
+            sample, how = None, "cannot be loaded"
+        text = f"{label}: {how}"
+        if sample is not None and len(sample):
+            try:
+                build = _PromptBuilder(
+                    sample.column_names,
+                    o.get("prompt_column"),
+                    o.get("question_column"),
+                    o.get("prompt_template"),
+                    bool(o.get("raw_prompt")),
+                )
+                build(sample[0])
+                _, mapping = _reward_arguments(sample, reward, o.get("answer_column")) if reward else (None, {})
+                clashes = [c for c in (*SCORE_COLUMNS, INDEX_COLUMN) if c in sample.column_names]
+                if clashes:
+                    raise SelectionError(
+                        f"The pool already has the column(s) {clashes}, which the selection adds. Rename them first."
+                    )
+                how_prompt = build.column or f"template {build.template!r}"
+                text += f"; prompt from {how_prompt}, the reward's columns are present"
+            except SelectionError as exc:
+                report.problems.append(str(exc))
+            except (KeyError, IndexError, ValueError) as exc:
+                report.problems.append(f"the prompt of the pool's first row cannot be built: {exc}")
+        if is_toy_dataset(dataset) or os.path.exists(os.path.expanduser(dataset)):
+            try:
+                size = len(load_train_dataset(dataset, o.get("dataset_config"), split=split, seed=seed))
+                questions = len(_pool_indices(size, o.get("max_questions"), seed))
+                text += f"; {questions} questions scored (pool of {size})"
+                top_k = o.get("top_k")
+                if isinstance(top_k, int) and top_k > questions:
+                    report.problems.append(
+                        f"--top_k {top_k} is larger than the pool ({questions} questions"
+                        f"{' after --max_questions' if o.get('max_questions') else ''}). Lower --top_k or score more "
+                        "questions."
+                    )
+            except Exception:  # already reported above
+                pass
+        report.add("pool", text)
+    if o.get("use_vllm") and not is_available("vllm"):
+        report.machine.append(f"{EXTRAS['vllm'][0]} is not installed: use_vllm needs pip install {EXTRAS['vllm'][1]}.")
+    report.add(
+        "rollouts",
+        f"{o.get('num_rollouts')} per question with {'vLLM' if o.get('use_vllm') else 'transformers generate'}, "
+        f"temperature {o.get('temperature')}, top_p {o.get('top_p')}, max_new_tokens {o.get('max_new_tokens')}, "
+        f"seed {o.get('seed')}; batches of {o.get('batch_size')} questions",
+    )
+    report.add(
+        "selection",
+        f"top {o.get('top_k')} questions by Uncertainty x Diversity (heal.txt eq. 1; top_fraction "
+        f"{o.get('top_fraction')}) -> {os.path.join(str(o.get('output_dir')), SELECTED_DIR)}",
+    )
+    source = config_path or "the command-line options"
+    print(
+        report.render(f"Dry run of `healtrl select` with {source}: no model is loaded, nothing is downloaded."),
+        file=file,
+    )
+    if report.problems:
+        for problem in report.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        print(f"\nDry run FAILED: {len(report.problems)} problem(s), listed on stderr.", file=file)
+        return 2
+    print("\nDry run OK: the selection config is valid.", file=file)
+    return 0
+
+
 def select_main(argv: list[str] | None = None, prog: str = "healtrl select") -> int:
     """`healtrl select [--config FILE.yaml] [--option value ...]`: run the selection and return the exit code.
 
@@ -972,8 +1144,10 @@ def select_main(argv: list[str] | None = None, prog: str = "healtrl select") -> 
         except SystemExit as exc:  # --help
             return int(exc.code or 0)
         options = vars(args)
-        options.pop("config")
+        config_path = options.pop("config")
         progress = not options.pop("no_progress")
+        if options.pop("dry_run"):
+            return select_dry_run(options, config_path=config_path)
         selected = select_general_data(**options, progress=progress)
     except _ArgumentError as exc:
         print(f"error: {exc}", file=sys.stderr)

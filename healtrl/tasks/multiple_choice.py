@@ -1,5 +1,6 @@
 """Multiple-choice tasks (reward `multiple_choice`): CommonsenseQA (HEAL's general domain), MedXpertQA and MedBullets
-(medicine), C-Eval's physics subsets (physics).
+(medicine), `medicine` (both, with disjoint train/test splits made by a hash of each question: `medicine_split`) and
+its per-source views `medicine-medbullets` / `medicine-medxpertqa`, C-Eval's physics subsets (physics).
 
 Rows: `prompt` (question, lettered options, "Let's think step by step and output the letter of the correct option
 within \\boxed{}."), `answer` (the correct letter) and `choices` (the option texts in letter order).
@@ -90,6 +91,10 @@ def load_medxpertqa(spec, split, path, *, num_samples=None, seed=0, question_col
     """MedXpertQA (Text): `question` (already listing "Answer Choices: (A) ..."), `options` = {"A": ..., ...},
     `label` (the letter)."""
     data = load_source(spec, split, path)
+    return _medxpertqa_rows(spec, data, num_samples, seed, question_column, answer_column)
+
+
+def _medxpertqa_rows(spec, data, num_samples=None, seed=0, question_column=None, answer_column=None):
     require_columns(data, ["options"], spec.name)
     data, q_col, a_col = _load_rest(
         spec, data, num_samples, seed, question_column, answer_column, ("question",), ("label",)
@@ -105,6 +110,10 @@ def load_medxpertqa(spec, split, path, *, num_samples=None, seed=0, question_col
 def load_medbullets(spec, split, path, *, num_samples=None, seed=0, question_column=None, answer_column=None):
     """MedBullets: `question`, options `opa`..`ope` (`ope` empty for 4-option questions), `answer_idx` (the letter)."""
     data = load_source(spec, split, path)
+    return _medbullets_rows(spec, data, num_samples, seed, question_column, answer_column)
+
+
+def _medbullets_rows(spec, data, num_samples=None, seed=0, question_column=None, answer_column=None):
     option_cols = [c for c in ("opa", "opb", "opc", "opd", "ope") if c in data.column_names]
     if len(option_cols) < 2:
         require_columns(data, ["opa", "opb", "opc", "opd"], spec.name)
@@ -116,6 +125,81 @@ def load_medbullets(spec, split, path, *, num_samples=None, seed=0, question_col
         return mc_row(example[q_col], [example[c] for c in option_cols], example[a_col])
 
     return build(data, row, spec.name, _FEATURES)
+
+
+# ------------------------------------------------------------------------------------------------------- medicine
+MEDICINE_SOURCES = ("medbullets", "medxpertqa")
+"""The sources of HEAL's Medicine domain (heal.txt §4.1, App. B), by their healtrl task names."""
+MEDICINE_TEST_PERCENT = 20
+"""Share (in %) of each source's questions in the `test` split of the `medicine` tasks."""
+MEDICINE_SPLIT_SALT = "healtrl-medicine-v1"
+"""Salt of the split hash: changing it (or the prompt format) moves questions between the splits."""
+
+
+def medicine_split(prompt) -> str:
+    """ "train" or "test": the side of the Medicine split that a question (its task prompt) belongs to.
+
+    The bucket is SHA-256(`MEDICINE_SPLIT_SALT` + `healtrl.hygiene.prompt_key(prompt)`) mod 100; buckets below
+    `MEDICINE_TEST_PERCENT` are "test". The key is the normalised prompt hash that the hygiene check compares, so two
+    rows that the check would call the same question always fall on the same side: the splits are disjoint by
+    construction, and a question's side depends on its text only (not on the order, the size or the Hub split of the
+    source).
+    """
+    import hashlib
+
+    from healtrl.hygiene import prompt_key
+
+    digest = hashlib.sha256(f"{MEDICINE_SPLIT_SALT}:{prompt_key(prompt)}".encode()).hexdigest()
+    return "test" if int(digest[:8], 16) % 100 < MEDICINE_TEST_PERCENT else "train"
+
+
+def _source_file(folder: str, source: str, task: str) -> str:
+    import glob
+    import os
+
+    matches = sorted(
+        f for f in glob.glob(os.path.join(os.path.expanduser(folder), f"{source}.*")) if not f.endswith(".lock")
+    )
+    if not matches:
+        raise ValueError(
+            f"Task '{task}': the folder '{folder}' has no '{source}.<ext>' file. A local copy of the Medicine data is "
+            f"a folder holding {' and '.join(f'{s}.jsonl' for s in MEDICINE_SOURCES)} (any of json, jsonl, parquet, "
+            "csv), each in its Hub dataset's format."
+        )
+    return matches[0]
+
+
+def _medicine_source(task: str, source: str, path: str | None):
+    """Every question of one Medicine source (all of its Hub splits, or its file in the folder `path`), mapped."""
+    from healtrl.tasks import TASKS
+
+    spec = TASKS[source]
+    rows = _medbullets_rows if source == "medbullets" else _medxpertqa_rows
+    if path is not None:
+        return rows(spec, load_source(spec, "train", _source_file(path, source, task)))
+    every = load_source(spec, None, None)  # a DatasetDict of all splits
+    parts = list(every.values()) if isinstance(every, datasets.DatasetDict) else [every]
+    return rows(spec, datasets.concatenate_datasets(parts))
+
+
+def load_medicine(spec, split, path, *, sources=MEDICINE_SOURCES, **kwargs):
+    """HEAL's Medicine data: MedBullets + MedXpertQA (Text), every question of every Hub split of both, divided into
+    "train" and "test" by `medicine_split` (a hash of the question: disjoint by construction). Adds `source` (the
+    source task's name). `path`: a folder holding `medbullets.<ext>` and `medxpertqa.<ext>` in the Hub formats."""
+    if split not in ("train", "test"):
+        raise ValueError(f"Task '{spec.name}' has the splits 'train' and 'test', not '{split}'.")
+    if kwargs.get("question_column") or kwargs.get("answer_column"):
+        raise ValueError(f"Task '{spec.name}' combines fixed source formats; it takes no column mapping.")
+    parts = []
+    for source in sources:
+        data = _medicine_source(spec.name, source, path)
+        keep = [i for i, prompt in enumerate(data["prompt"]) if medicine_split(prompt) == split]
+        data = data.select(keep)
+        parts.append(data.add_column("source", [source] * len(data)))
+    data = datasets.concatenate_datasets(parts)
+    if len(data) == 0:
+        raise ValueError(f"Task '{spec.name}': no question falls in the '{split}' split ({', '.join(sources)}).")
+    return data
 
 
 CEVAL_PHYSICS = ("college_physics", "high_school_physics", "middle_school_physics")
@@ -166,8 +250,8 @@ def register(register_task, TaskSpec) -> None:
             "multiple_choice",
             "TsinghuaC3I/MedXpertQA",
             "MedXpertQA Text, 10 options (Hub TsinghuaC3I/MedXpertQA, config Text, splits dev (5 rows)/test (2450); "
-            "columns question with the options listed, options{A..J}, label). HEAL's train/test split of Open-Medical-"
-            "RL is not on the Hub: draw few-shot sets from 'test' with a seed and keep them out of evaluation.",
+            "columns question with the options listed, options{A..J}, label). Its only sizeable split is 'test': for "
+            "training, use the task 'medicine' (MedBullets + MedXpertQA with disjoint train/test splits).",
             config="Text",
             split="test",
         ),
@@ -187,6 +271,45 @@ def register(register_task, TaskSpec) -> None:
         ),
         load_medbullets,
     )
+    split_text = (
+        f"Split (healtrl's, not the paper's): every question of every Hub split of both sources, hashed "
+        f"(SHA-256 of '{MEDICINE_SPLIT_SALT}' + the normalised prompt hash of healtrl.hygiene); {MEDICINE_TEST_PERCENT}% "
+        "of the buckets are 'test', the rest 'train', so the splits are disjoint by construction and a question's "
+        "side depends on its text only. HEAL (heal.txt §4.1, App. B) splits MedBullets + MedXpertQA with the "
+        "Open-Medical-R1 pipeline of Qiu et al. 2025, whose split is not published on the Hub (their public code "
+        "draws random subsets, e.g. 490 MedXpertQA questions, with no released seed), so the questions on each side "
+        "differ from the paper's; the MedBullets test questions also differ from its Hub 'test' split."
+    )
+    from functools import partial
+
+    register_task(
+        TaskSpec(
+            "medicine",
+            "medicine",
+            "multiple_choice",
+            "multiple_choice",
+            "LangAGI-Lab/medbullets,TsinghuaC3I/MedXpertQA",
+            "HEAL's Medicine domain: MedBullets (LangAGI-Lab/medbullets) + MedXpertQA Text (TsinghuaC3I/MedXpertQA), "
+            "splits 'train' (few-shot and full-shot training data) and 'test'; column `source` names the source. "
+            + split_text,
+            split="test",
+        ),
+        load_medicine,
+    )
+    for source in MEDICINE_SOURCES:
+        register_task(
+            TaskSpec(
+                f"medicine-{source}",
+                "medicine",
+                "multiple_choice",
+                "multiple_choice",
+                "LangAGI-Lab/medbullets" if source == "medbullets" else "TsinghuaC3I/MedXpertQA",
+                f"The {source} questions of the task 'medicine' (same splits): the per-benchmark evaluation sets of "
+                "HEAL's Medicine tables (evaluate split 'test'). " + split_text,
+                split="test",
+            ),
+            partial(load_medicine, sources=(source,)),
+        )
     register_task(
         TaskSpec(
             "ceval-physics",

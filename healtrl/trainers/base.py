@@ -322,7 +322,10 @@ class EntropyGRPOTrainer(GRPOTrainer):
             raise ValueError(
                 f"train_dataset has {rows} rows, fewer than the {prompts} distinct prompts of one generation batch "
                 f"(generation_batch_size {rollouts} / num_generations {self.num_generations}); TRL would train 0 "
-                f"steps. Lower per_device_train_batch_size (or steps_per_generation), {fill}or add rows."
+                f"steps. Repeat the rows to fill the batches: `train_repeats: auto` with `max_steps` (train.py; in "
+                "Python: healtrl.data.repeat_rows with shuffle_dataset=False; seeded copies, each batch holding each "
+                "row a fixed number of times), or lower per_device_train_batch_size (or steps_per_generation), "
+                f"{fill}or add rows."
             )
 
     def get_reward_augmentations(self) -> dict[str, float]:
