@@ -473,7 +473,8 @@ def _environment_adjust(report: _DryRun):
         sources[key] = f"by --dry_run ({why})"
 
     def adjust(values: dict[str, Any], sources: dict[str, str]) -> None:
-        gpu_keys = [k for k in ("bf16", "fp16") if values.get(k)]
+        # bf16 unset means TRL's default (bf16 on), which also needs a GPU.
+        gpu_keys = [k for k in ("bf16", "fp16") if values.get(k) or (k == "bf16" and values.get(k) is None)]
         if gpu_keys and not has_gpu and not values.get("use_cpu"):
             replace(values, sources, "use_cpu", True, "no CUDA GPU here")
             report.machine.append(

@@ -1400,7 +1400,9 @@ def _checkpoints_main(args, prog: str) -> int:
     from healtrl.hygiene import check_run_folder
 
     try:  # the validation tasks must not hold rows the run trained on
-        check_run_folder(run_dir, list(rule.tasks), split=rule.split, task_paths=task_paths, allow=args.allow_eval_overlap)
+        check_run_folder(
+            run_dir, list(rule.tasks), split=rule.split, task_paths=task_paths, allow=args.allow_eval_overlap
+        )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -182,7 +182,18 @@ def toy_run(tmp_path_factory):
     )
     rule = {"tasks": ["toy-add"], "metric": "pass@1", "k": 1, "temperature": 0.0, "every_steps": 10, "source": "toy"}
     (run / "config.yaml").write_text(
-        yaml.safe_dump({"trainer": "grpo", "max_completion_length": 4, "best_checkpoint": rule})
+        yaml.safe_dump(
+            {
+                "trainer": "grpo",
+                "model_name_or_path": "healtrl-toy/qwen2-add",
+                "dataset_name": "healtrl-toy/add",
+                "dataset_seed": 0,
+                "reward_funcs": ["toy"],
+                "use_cpu": True,
+                "max_completion_length": 4,
+                "best_checkpoint": rule,
+            }
+        )  # fmt: skip
     )
     return run
 

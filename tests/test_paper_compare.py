@@ -151,7 +151,9 @@ def toy_run(tmp_path_factory):
     for folder in (run, run / "checkpoint-8"):
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-    (run / "config.yaml").write_text(yaml.safe_dump({"trainer": "grpo", "max_completion_length": 4, **PAPER}))
+    config = {"trainer": "grpo", "model_name_or_path": "healtrl-toy/qwen2-add", "dataset_name": "healtrl-toy/add",
+              "dataset_seed": 0, "reward_funcs": ["toy"], "max_completion_length": 4, **PAPER}  # fmt: skip
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
     return run
 
 
