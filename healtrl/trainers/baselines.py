@@ -188,12 +188,7 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
     }
 
     def __init__(self, model, reward_funcs=None, args: GRPOBaselineConfig | None = None, train_dataset=None, **kwargs):
-        if args is not None and not isinstance(args, GRPOBaselineConfig):
-            # A plain EntropyGRPOConfig is accepted: it means entropy_method none.
-            if not isinstance(args, EntropyGRPOConfig):
-                raise TypeError(
-                    f"GRPOBaselineTrainer needs args of type GRPOBaselineConfig (got {type(args).__name__})."
-                )
+        # A plain EntropyGRPOConfig or GRPOConfig is converted by the base trainer (entropy_method: none).
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
         self.entropy_method = getattr(self.args, "entropy_method", "none")
         self._rng_calls = 0

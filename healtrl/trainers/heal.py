@@ -223,14 +223,11 @@ class HEALTrainer(EntropyGRPOTrainer):
     def __init__(
         self, model, reward_funcs=None, args: HEALConfig | None = None, train_dataset=None, general_dataset=None, **kw
     ):
-        if args is None or not isinstance(args, HEALConfig):
-            got = "None" if args is None else type(args).__name__
-            raise TypeError(f"HEALTrainer needs args of type HEALConfig (got {got}). Build it with healtrl.HEALConfig.")
-        if train_dataset is None:
-            raise ValueError("HEALTrainer needs train_dataset (the target-domain prompts).")
         self._general_dataset = general_dataset
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kw)
         self._general_dataset = None
+        if train_dataset is None:  # after TRL's own check (it needs one too, unless an environment owns the data)
+            raise ValueError("HEALTrainer needs train_dataset (the target-domain prompts).")
 
     @property
     def needs_rollout_entropies(self) -> bool:
@@ -242,6 +239,13 @@ class HEALTrainer(EntropyGRPOTrainer):
 
     def mix_datasets(self, train_dataset, args: HEALConfig):
         general = self._general_dataset
+        for name, data in (("train_dataset", train_dataset), ("general_dataset", general)):
+            if data is not None and not hasattr(data, "__len__"):
+                raise ValueError(
+                    f"HEAL mixes the target rows with general-domain rows and samples them by index, which needs a "
+                    f"map-style datasets.Dataset; {name} is a {type(data).__name__} (a streaming IterableDataset has "
+                    "no rows to index). Load it without streaming=True."
+                )
         if general is None and args.general_dataset_name is not None:
             from ..data import load_train_dataset
 
