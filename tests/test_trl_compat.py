@@ -98,8 +98,9 @@ class Scenario:
     label: str
     config: dict[str, Any] = field(default_factory=dict)
     #: One of: "minimal" (args=None), "grpo_config" (a plain TRL GRPOConfig), "by_name" (model and tokenizer loaded
-    #: by TRL from a folder), "peft", "peft_lm_head", "reward_model", "standard", "streaming", "rollout_func", "eval",
-    #: "resume"; None: the default toy setup (conversational prompts, reward functions).
+    #: by TRL from a folder), "peft", "peft_lm_head", "reward_model", "async_reward", "abstaining_reward", "standard",
+    #: "streaming", "rollout_func", "eval", "resume"; None: the default toy setup (conversational prompts, reward
+    #: functions).
     setup: str | None = None
     steps: int = 1
 
@@ -123,6 +124,8 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "peft": Scenario("PEFT/LoRA (`peft_config`)", setup="peft"),
     "reward_model": Scenario("a reward model and a reward function", setup="reward_model"),
+    "async_reward": Scenario("an async reward function", setup="async_reward"),
+    "abstaining_reward": Scenario("a reward function returning `None` for some completions", setup="abstaining_reward"),
     "conversational": Scenario("conversational prompts"),
     "standard": Scenario("standard (plain-text) prompts", setup="standard"),
     "streaming": Scenario("streaming dataset (`IterableDataset`)", dict(max_steps=1), setup="streaming"),
@@ -302,6 +305,17 @@ def _standard(dataset, tokenizer):
     )
 
 
+async def async_toy_reward(prompts, completions, **kwargs):
+    """`toy_reward` as an async function (TRL runs those on its own event loop)."""
+    return toy_reward(prompts=prompts, completions=completions, **kwargs)
+
+
+def abstaining_digit_reward(completions, **kwargs):
+    """`digit_reward` on every other completion, `None` (no opinion: NaN for TRL) on the rest."""
+    rewards = digit_reward(completions)
+    return [r if i % 2 == 0 else None for i, r in enumerate(rewards)]
+
+
 def _rollout_func(prompts, trainer):
     """A custom rollout as TRL's `rollout_func` contract asks: token ids of each prompt and of one completion, plus
     the sampler's log-probs (None: generated outside vLLM). The completions are drawn from the policy."""
@@ -371,6 +385,10 @@ def build_case(
     elif sc.setup == "reward_model":
         reward_funcs = [reward_model, toy_reward]
         kwargs["reward_processing_classes"] = [tokenizer, None]
+    elif sc.setup == "async_reward":
+        reward_funcs = [async_toy_reward, digit_reward]
+    elif sc.setup == "abstaining_reward":
+        reward_funcs = [toy_reward, abstaining_digit_reward]
     elif sc.setup == "standard":
         dataset = _standard(dataset, tokenizer)
     elif sc.setup == "streaming":

@@ -242,9 +242,12 @@ class _ExtrasAfterTRLChecks(_BaseTrainer):
 class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
     """TRL's `GRPOTrainer` with the four levers of healtrl as overridable hooks (no-ops here).
 
-    Constructor: the same as `trl.GRPOTrainer`. Subclasses override any of `mix_datasets`, `augment_rewards` (and list
-    their columns in `reward_augmentations`), `shape_advantages`, `extra_loss`, and keep checkpointed state with
-    `method_state` / `load_method_state`.
+    Constructor: the same as `trl.GRPOTrainer`. `args` is an instance of `config_class`; `None` builds one named
+    `<model>-<method>`, and a plain `trl.GRPOConfig` is converted with a warning (see `_resolve_args`). Subclasses
+    override any of `mix_datasets`, `augment_rewards` (and list their columns in `reward_augmentations`),
+    `shape_advantages`, `extra_loss`, and keep checkpointed state with `method_state` / `load_method_state`. A subclass
+    refuses a TRL option it cannot honour in its `__init__`, after `super().__init__` (so TRL's own errors come first),
+    with an error naming the option and the reason.
     """
 
     _tag_names = ["trl", "grpo", "healtrl"]
