@@ -61,13 +61,19 @@ def is_available(extra: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+def missing_extra(extra: str, feature: str) -> MissingExtraError:
+    """The error for `feature` used without `extra`: it names the package to install."""
+    module, requirement = EXTRAS[extra]
+    return MissingExtraError(
+        f"{feature} needs the optional dependency '{module}', which is not installed. Run: pip install {requirement}"
+    )
+
+
 def require(extra: str, feature: str):
     """Import and return the module behind `extra`, or fail naming the package to install for `feature`."""
-    module, requirement = EXTRAS[extra]
+    module, _ = EXTRAS[extra]
     if importlib.util.find_spec(module) is None:
-        raise MissingExtraError(
-            f"{feature} needs the optional dependency '{module}', which is not installed. Run: pip install {requirement}"
-        )
+        raise missing_extra(extra, feature)
     return importlib.import_module(module)
 
 

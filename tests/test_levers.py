@@ -15,7 +15,15 @@ from trl import GRPOConfig, GRPOTrainer
 from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer
 from healtrl._compat import MissingExtraError, UnsupportedVersionError, check_trl_version, is_available
 from healtrl.toy.tasks import toy_reward
-from tests.helpers import build_trainer, digit_reward, loss_and_grads, next_inputs, reference_stats, tiny_dataset
+from tests.helpers import (
+    build_trainer,
+    digit_reward,
+    loss_and_grads,
+    next_inputs,
+    reference_stats,
+    tiny_dataset,
+    tiny_model,
+)
 
 
 def count_forwards(model):
@@ -246,8 +254,12 @@ def test_method_state_checkpoint_and_resume(tmp_path):
 # Bad input
 # ---------------------------------------------------------------------------------------------------------------
 def test_wrong_config_class(tmp_path):
-    with pytest.raises(TypeError, match="EntropyGRPOConfig"):
-        build_trainer(EntropyGRPOTrainer, GRPOConfig, tmp_path)
+    # A plain GRPOConfig is converted (tests/test_trl_compat.py); a config TRL's does not derive from is refused.
+    with pytest.warns(UserWarning, match=r"converted it to healtrl\.EntropyGRPOConfig"):
+        trainer = build_trainer(EntropyGRPOTrainer, GRPOConfig, tmp_path)
+    assert type(trainer.args) is EntropyGRPOConfig
+    with pytest.raises(TypeError, match="needs args of type EntropyGRPOConfig"):
+        EntropyGRPOTrainer(model=tiny_model(), reward_funcs=[digit_reward], args=object(), train_dataset=tiny_dataset())
 
 
 @pytest.mark.parametrize(
@@ -267,8 +279,9 @@ def test_missing_extra_names_the_extra(tmp_path, monkeypatch, field, value, extr
         importlib.util, "find_spec", lambda name, *a: None if name == module else real_find_spec(name, *a)
     )
     assert not is_available(extra.split("[")[1].rstrip("]"))
+    # Checked by the trainer, after TRL's own checks (tests/test_trl_compat.py checks the order).
     with pytest.raises(MissingExtraError, match="pip install " + re.escape(extra)):
-        EntropyGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **{field: value})
+        build_trainer(EntropyGRPOTrainer, EntropyGRPOConfig, tmp_path, **{field: value})
 
 
 def test_augmentation_name_clash(tmp_path):

@@ -291,10 +291,11 @@ def test_training_runs_same_lambda_with_and_without_accumulation(tmp_path):
 
 
 def test_wrong_config_class(tmp_path):
-    from healtrl import EntropyGRPOConfig
+    from healtrl import AERConfig
 
+    # A base config (EntropyGRPOConfig, GRPOConfig) is converted (tests/test_trl_compat.py); another method's is not.
     with pytest.raises(TypeError, match="OPEFOConfig"):
-        build_trainer(OPEFOTrainer, EntropyGRPOConfig, tmp_path)
+        build_trainer(OPEFOTrainer, AERConfig, tmp_path)
 
 
 def test_matches_token_entropy_change_default():

@@ -242,9 +242,13 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
     _card_summary_keys = ("aer/alpha", "aer/target_entropy")
 
     def __init__(self, model, reward_funcs=None, args: AERConfig | None = None, train_dataset=None, **kwargs):
-        if args is not None and not isinstance(args, AERConfig):
-            raise TypeError(f"AERTrainer needs args of type AERConfig (got {type(args).__name__}).")
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
+        if self.args.initial_entropy_prompts > 0 and not hasattr(self.train_dataset, "__len__"):
+            raise ValueError(
+                "initial_entropy_prompts > 0 estimates H0 from prompts drawn from the training set, which a streaming "
+                "IterableDataset cannot shuffle or index. Set initial_entropy_prompts: 0 (H0 from the first step, the "
+                "paper's choice), give initial_entropy, or use a map-style datasets.Dataset."
+            )
         if self.args.accuracy_reward is not None and self.args.accuracy_reward not in self.reward_func_names:
             raise ValueError(
                 f"accuracy_reward '{self.args.accuracy_reward}' is not a reward function of this trainer; choose one "

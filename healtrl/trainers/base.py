@@ -15,6 +15,19 @@ the trainer reproduces TRL's loss, gradients and metrics exactly (`tests/test_pa
 TRL's `_compute_loss` is never copied: the levers hook into the two methods it calls in a fixed order
 (`_get_per_token_logps_and_entropies` first, then reads `inputs["advantages"]`), which `healtrl._compat` pins by
 refusing untested TRL releases.
+
+Drop-in for `trl.GRPOTrainer` (README, "TRL compatibility"; `tests/test_trl_compat.py`):
+
+- `args=None` builds the trainer's own config class named after the model (`<model>-<method>`), as TRL builds
+  `GRPOConfig(f"{model_name}-GRPO")`. A plain TRL `GRPOConfig` (or any base class of the trainer's config class) is
+  converted once at construction, with a warning: every field it has is copied, the method's fields take their
+  defaults. A config of an unrelated class (e.g. an `AERConfig` given to `PosAdvTrainer`) is refused with a TypeError,
+  since its method fields would be lost.
+- TRL's own construction errors come first: healtrl checks an optional extra where TRL or transformers would need it
+  (the `report_to` backends just before transformers builds its callbacks, vLLM where TRL imports it, liger-kernel
+  after TRL's constructor has validated the model, e.g. refused an adapter on the LM head).
+- The overrides of TRL's methods read healtrl's fields through `_arg`, which falls back to the field's default, so a
+  subclass or a test double whose `args` carries only TRL's fields takes TRL's path and meets TRL's errors.
 """
 
 from __future__ import annotations
@@ -31,9 +44,10 @@ import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
-from trl.trainer.utils import pad
+from trl.trainer.base_trainer import _BaseTrainer
+from trl.trainer.utils import get_config_model_id, pad
 
-from .._compat import check_report_to, require
+from .._compat import MissingExtraError, check_report_to, is_available, missing_extra, require
 from ..model_card import CURVES_IMAGE, GRPO_PAPER
 from ._kernel_bridge import healtrl_lm_head, scatter_power_sums
 
@@ -116,12 +130,8 @@ class EntropyGRPOConfig(GRPOConfig):
         if self.logprob_kernel not in ("healtrl", "trl"):
             raise ValueError(f"logprob_kernel must be 'healtrl' or 'trl', got {self.logprob_kernel!r}.")
         super().__post_init__()
-        # Name the extra to install instead of failing deep inside TRL or transformers.
-        check_report_to(self.report_to)
-        if self.use_vllm:
-            require("vllm", "use_vllm=True")
-        if self.use_liger_kernel:
-            require("liger", "use_liger_kernel=True")
+        # The optional extras (`report_to` backends, vLLM, liger-kernel) are checked by the trainer, after TRL's own
+        # checks of the same configuration (see `EntropyGRPOTrainer.__init__`).
 
 
 @dataclass
@@ -189,12 +199,55 @@ def _augmentation_placeholder(name: str):
     return reward
 
 
-class EntropyGRPOTrainer(GRPOTrainer):
+def _field_default(config_class: type, name: str):
+    for f in dataclasses.fields(config_class):
+        if f.name == name:
+            if f.default is not dataclasses.MISSING:
+                return f.default
+            if f.default_factory is not dataclasses.MISSING:
+                return f.default_factory()
+            break
+    raise AttributeError(f"{config_class.__name__} has no field '{name}' with a default.")
+
+
+def default_run_name(model, method: str) -> str:
+    """`<model>-<method>`: the output folder of a trainer built with `args=None`, as TRL names `f"{model}-GRPO"`."""
+    model_name = model if isinstance(model, str) else get_config_model_id(model.config)
+    return f"{model_name.split('/')[-1]}-{method}"
+
+
+def convert_config(args: GRPOConfig, config_class: type) -> GRPOConfig:
+    """A `config_class` holding every field of `args` (an instance of a base class of `config_class`, e.g. TRL's
+    `GRPOConfig`); the fields only `config_class` has take their defaults. Its `__post_init__` runs, so the method's
+    own checks (e.g. OPEFO's strict on-policy rule) apply to the converted config."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(args) if f.init}
+    # GRPOConfig.__post_init__ derived `generation_batch_size` from `steps_per_generation` (or the reverse) and refuses
+    # both set; `steps_per_generation` alone gives the same generation batch again.
+    values["generation_batch_size"] = None
+    return config_class(**values)
+
+
+class _ExtrasAfterTRLChecks(_BaseTrainer):
+    """Runs between TRL's `GRPOTrainer.__init__` and transformers' `Trainer.__init__` (it follows `GRPOTrainer` in the
+    MRO of `EntropyGRPOTrainer`): TRL has validated the model, PEFT and reward setup by then, and transformers is about
+    to build the `report_to` callbacks, which would fail on a missing backend with its own message."""
+
+    def __init__(self, *args, **kwargs):
+        training_args = kwargs.get("args")
+        if training_args is not None:
+            check_report_to(training_args.report_to)
+        super().__init__(*args, **kwargs)
+
+
+class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
     """TRL's `GRPOTrainer` with the four levers of healtrl as overridable hooks (no-ops here).
 
-    Constructor: the same as `trl.GRPOTrainer`. Subclasses override any of `mix_datasets`, `augment_rewards` (and list
-    their columns in `reward_augmentations`), `shape_advantages`, `extra_loss`, and keep checkpointed state with
-    `method_state` / `load_method_state`.
+    Constructor: the same as `trl.GRPOTrainer`. `args` is an instance of `config_class`; `None` builds one named
+    `<model>-<method>`, and a plain `trl.GRPOConfig` is converted with a warning (see `_resolve_args`). Subclasses
+    override any of `mix_datasets`, `augment_rewards` (and list their columns in `reward_augmentations`),
+    `shape_advantages`, `extra_loss`, and keep checkpointed state with `method_state` / `load_method_state`. A subclass
+    refuses a TRL option it cannot honour in its `__init__`, after `super().__init__` (so TRL's own errors come first),
+    with an error naming the option and the reason.
     """
 
     _tag_names = ["trl", "grpo", "healtrl"]
@@ -255,12 +308,17 @@ class EntropyGRPOTrainer(GRPOTrainer):
     #: Extra reward columns this trainer fills in `augment_rewards`: name -> weight in the summed reward.
     reward_augmentations: dict[str, float] = {}
 
+    # Set by `__init__`; class-level defaults keep TRL's paths working on an instance built without it (a test double).
+    _augmentation_names: tuple[str, ...] | list[str] = ()
+    _entropy_flow = None
+    _loss_ctx: dict[str, Any] | None = None
+    _rollout_ids: tuple[list, list] | None = None
+    _rollout_entropies: torch.Tensor | None = None
+    _capture_rollout_entropy = False
+    _warned_generation_entropy = False
+
     def __init__(self, model, reward_funcs=None, args: EntropyGRPOConfig | None = None, train_dataset=None, **kwargs):
-        if args is not None and not isinstance(args, EntropyGRPOConfig):
-            raise TypeError(
-                f"{type(self).__name__} needs args of type {self.config_class.__name__} (got {type(args).__name__}). "
-                f"Build the config with healtrl.{self.config_class.__name__}(...)."
-            )
+        args = self._resolve_args(model, args)
         #: Training datasets named in the model card (Hub ids go into its front matter). `None`: the training
         #: dataset's `info.dataset_name` and the config fields in `_card_dataset_fields`.
         self.model_card_datasets: list[str] | None = None
@@ -268,9 +326,19 @@ class EntropyGRPOTrainer(GRPOTrainer):
         self.model_card_base_model: str | None = None
         info = getattr(train_dataset, "info", None)
         self._card_train_dataset_name = getattr(info, "dataset_name", None)  # before `mix_datasets` replaces it
-        if train_dataset is not None and args is not None:
+        if train_dataset is not None:
             train_dataset = self.mix_datasets(train_dataset, args)
-        super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
+        try:
+            super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
+        except ImportError as exc:
+            # TRL imports vLLM after its own checks of the configuration: name healtrl's extra at that same point.
+            if args.use_vllm and not is_available("vllm") and not isinstance(exc, MissingExtraError):
+                raise missing_extra("vllm", "use_vllm=True") from exc
+            raise
+        if args.use_liger_kernel:
+            # TRL accepts a missing liger-kernel until `train()` (transformers applies it there); refuse it here, after
+            # TRL's constructor has rejected the configurations it cannot train (e.g. a PEFT adapter on the LM head).
+            require("liger", "use_liger_kernel=True")
         self._check_dataset_fills_a_batch()
 
         augmentations = self.get_reward_augmentations()
@@ -287,15 +355,58 @@ class EntropyGRPOTrainer(GRPOTrainer):
         self._augmentation_names = list(augmentations)
 
         self._entropy_flow = None
-        if self.args.entropy_flow_diagnostics:
+        if self._arg("entropy_flow_diagnostics"):
             from ..diagnostics import EntropyFlowDiagnostics
 
-            self._entropy_flow = EntropyFlowDiagnostics(self.args.entropy_flow_estimator)
-        self._loss_ctx: dict[str, Any] | None = None  # set while `_compute_loss` runs
-        self._rollout_ids: tuple[list, list] | None = None  # (prompt_ids, completion_ids) of the last `_generate`
-        self._rollout_entropies: torch.Tensor | None = None  # captured from TRL's old-log-prob pass
+            self._entropy_flow = EntropyFlowDiagnostics(self._arg("entropy_flow_estimator"))
+        self._loss_ctx = None  # set while `_compute_loss` runs
+        self._rollout_ids = None  # (prompt_ids, completion_ids) of the last `_generate`
+        self._rollout_entropies = None  # captured from TRL's old-log-prob pass or the generation logits
         self._capture_rollout_entropy = False
         self._warned_generation_entropy = False
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Config: built, converted or checked once at construction; read through `_arg`
+    # ------------------------------------------------------------------------------------------------------------
+    def _resolve_args(self, model, args):
+        """The config the trainer runs with, of class `config_class`.
+
+        - `None`: `config_class("<model>-<method>")`, as TRL builds `GRPOConfig(f"{model_name}-GRPO")`.
+        - an instance of `config_class` (or a subclass): itself.
+        - an instance of a base class of `config_class` (TRL's `GRPOConfig`, `EntropyGRPOConfig`): converted once, with
+          a warning naming the method's fields that take their defaults (`convert_config`).
+        - anything else: TypeError naming the config class to use.
+
+        Subclasses that need their config before calling `super().__init__` call this first (it is idempotent).
+        """
+        config_class = self.config_class
+        if args is None:
+            return config_class(default_run_name(model, self._name.replace(" ", "-")))
+        if isinstance(args, config_class):
+            return args
+        if isinstance(args, GRPOConfig) and issubclass(config_class, type(args)):
+            added = [f.name for f in dataclasses.fields(config_class) if f.init and not hasattr(args, f.name)]
+            warnings.warn(
+                f"{type(self).__name__} got a {type(args).__name__}; converted it to healtrl.{config_class.__name__} "
+                f"with every field copied. Its own fields take their defaults ({', '.join(added)}). Pass a "
+                f"healtrl.{config_class.__name__}(...) to set them and silence this warning.",
+                UserWarning,
+                stacklevel=3,
+            )
+            return convert_config(args, config_class)
+        raise TypeError(
+            f"{type(self).__name__} needs args of type {config_class.__name__} (got {type(args).__name__}); a base "
+            f"class of it (trl.GRPOConfig) is converted, any other config would lose fields. Build the config with "
+            f"healtrl.{config_class.__name__}(...)."
+        )
+
+    def _arg(self, name: str):
+        """Config field `name`: `self.args.<name>`, or the field's default in `config_class` when `self.args` lacks it
+        (a plain `GRPOConfig` or a test double carrying only TRL's fields), so TRL's code paths run unchanged."""
+        args = getattr(self, "args", None)
+        if hasattr(args, name):
+            return getattr(args, name)
+        return _field_default(self.config_class, name)
 
     # ------------------------------------------------------------------------------------------------------------
     # Hooks for method trainers (all no-ops here)
@@ -335,7 +446,7 @@ class EntropyGRPOTrainer(GRPOTrainer):
     @property
     def needs_rollout_entropies(self) -> bool:
         """Whether `augment_rewards` receives per-token rollout entropies."""
-        return bool(self.args.rollout_entropy)
+        return bool(self._arg("rollout_entropy"))
 
     @property
     def needs_power_sums(self) -> bool:
@@ -405,7 +516,7 @@ class EntropyGRPOTrainer(GRPOTrainer):
 
     def _lm_head(self, power_sums: bool = False):
         """Context in which TRL's fused LM head computes with the kernel chosen by `logprob_kernel`."""
-        if self.args.logprob_kernel == "trl":
+        if self._arg("logprob_kernel") == "trl":
             if power_sums:
                 raise ValueError(
                     f"{type(self).__name__} needs the power sums sum_v p^2 and sum_v p^2 log p, which only healtrl's "
@@ -474,21 +585,25 @@ class EntropyGRPOTrainer(GRPOTrainer):
         )
 
     def _entropies_from_generation(self) -> bool:
-        # transformers' plain `generate`, one turn per rollout: each decoding step calls the LM head once.
+        # transformers' plain `generate`, one turn per rollout: each decoding step calls the LM head once. A
+        # `rollout_func` generates elsewhere (checked first: nothing else is read then, so TRL's own checks of its
+        # output run as in TRL); TRL's old-log-prob pass, when it runs, gives the entropies without any hook.
         return (
-            self.args.rollout_entropy_source == "auto"
-            and not self.use_vllm
+            getattr(self, "rollout_func", None) is None
+            and self._arg("rollout_entropy_source") == "auto"
+            and not getattr(self, "use_vllm", False)
             and not getattr(self, "use_transformers_paged", False)
+            and not getattr(self, "use_transformers_continuous_batching", False)
             and not getattr(self, "tools", None)
             and not getattr(self, "_is_vlm", False)
+            and not self._trl_computes_old_logps()
         )
 
     def _generate(self, prompts: list):
         if not self.needs_rollout_entropies:
             return super()._generate(prompts)
-        from_old_logps = self._trl_computes_old_logps()
         steps: list[torch.Tensor] | None = None
-        if not from_old_logps and self._entropies_from_generation():
+        if self._entropies_from_generation():
             steps = []
             head = self.accelerator.unwrap_model(self.model).get_output_embeddings()
             temperature = self.temperature
@@ -507,7 +622,7 @@ class EntropyGRPOTrainer(GRPOTrainer):
             outputs = super()._generate(prompts)
         self._rollout_ids = (outputs[0], outputs[1])
         self._rollout_entropies = None
-        self._capture_rollout_entropy = from_old_logps
+        self._capture_rollout_entropy = self._trl_computes_old_logps()
         if steps is not None:
             completion_ids = outputs[1]
             longest = max((len(c) for c in completion_ids), default=0)

@@ -272,12 +272,7 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
     }
 
     def __init__(self, model, reward_funcs=None, args: GRPOBaselineConfig | None = None, train_dataset=None, **kwargs):
-        if args is not None and not isinstance(args, GRPOBaselineConfig):
-            # A plain EntropyGRPOConfig is accepted: it means entropy_method none.
-            if not isinstance(args, EntropyGRPOConfig):
-                raise TypeError(
-                    f"GRPOBaselineTrainer needs args of type GRPOBaselineConfig (got {type(args).__name__})."
-                )
+        # A plain EntropyGRPOConfig or GRPOConfig is converted by the base trainer (entropy_method: none).
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
         self.entropy_method = getattr(self.args, "entropy_method", "none")
         # No healtrl controller follows the entropy here (TRL's adaptive coefficient has its own window); the mixin
@@ -304,6 +299,12 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         general = load_general_dataset(args) if getattr(args, "general_dataset_name", None) is not None else None
         if general is None:
             return train_dataset
+        if not hasattr(train_dataset, "__len__"):
+            raise ValueError(
+                "general_dataset_name mixes general rows into the training rows, which needs a map-style "
+                f"datasets.Dataset; train_dataset is a {type(train_dataset).__name__} (streaming). Load it without "
+                "streaming=True, or leave general_dataset_name unset."
+            )
         # One pool, shuffled by TRL's sampler: HEAL's `mixing: shuffle` without the EDA reward.
         return combine_domains(train_dataset, general, "domain", "target", "general")
 

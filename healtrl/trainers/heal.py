@@ -223,14 +223,11 @@ class HEALTrainer(EntropyGRPOTrainer):
     def __init__(
         self, model, reward_funcs=None, args: HEALConfig | None = None, train_dataset=None, general_dataset=None, **kw
     ):
-        if args is None or not isinstance(args, HEALConfig):
-            got = "None" if args is None else type(args).__name__
-            raise TypeError(f"HEALTrainer needs args of type HEALConfig (got {got}). Build it with healtrl.HEALConfig.")
-        if train_dataset is None:
-            raise ValueError("HEALTrainer needs train_dataset (the target-domain prompts).")
         self._general_dataset = general_dataset
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kw)
         self._general_dataset = None
+        if train_dataset is None:  # after TRL's own check (it needs one too, unless an environment owns the data)
+            raise ValueError("HEALTrainer needs train_dataset (the target-domain prompts).")
 
     @property
     def needs_rollout_entropies(self) -> bool:
@@ -241,6 +238,13 @@ class HEALTrainer(EntropyGRPOTrainer):
         return {EDA_COLUMN: float(self.args.eda_weight)}
 
     def mix_datasets(self, train_dataset, args: HEALConfig):
+        for name, data in (("train_dataset", train_dataset), ("general_dataset", self._general_dataset)):
+            if data is not None and not hasattr(data, "__len__"):
+                raise ValueError(
+                    f"HEAL mixes the target rows with general-domain rows and samples them by index, which needs a "
+                    f"map-style datasets.Dataset; {name} is a {type(data).__name__} (a streaming IterableDataset has "
+                    "no rows to index). Load it without streaming=True."
+                )
         general = load_general_dataset(args, self._general_dataset)
         if general is not None:
             mixed = combine_domains(train_dataset, general, args.domain_column, args.target_domain, args.general_domain)

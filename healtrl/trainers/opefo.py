@@ -174,11 +174,6 @@ class OPEFOTrainer(EntropyGRPOTrainer):
     _card_summary_keys = ("opefo/lambda",)
 
     def __init__(self, model, reward_funcs=None, args: OPEFOConfig | None = None, train_dataset=None, **kwargs):
-        if args is not None and not isinstance(args, OPEFOConfig):
-            raise TypeError(
-                f"OPEFOTrainer needs args of type OPEFOConfig (got {type(args).__name__}). Build the config with "
-                "healtrl.OPEFOConfig(...)."
-            )
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
         self._flow_stats: torch.Tensor | None = None  # local [sum S+, sum |S-|, n S+, n tokens] of the open step
 

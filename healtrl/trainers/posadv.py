@@ -175,15 +175,14 @@ class PosAdvTrainer(EntropyControlMixin, EntropyGRPOTrainer):
     _card_summary_keys = ("posadv/lambda",)
 
     def __init__(self, model, reward_funcs=None, args: PosAdvConfig | None = None, train_dataset=None, **kwargs):
-        if args is not None and not isinstance(args, PosAdvConfig):
-            raise TypeError(f"PosAdvTrainer needs args of type PosAdvConfig (got {type(args).__name__}).")
-        if args is not None and args.schedule == "stage" and args.max_steps <= 0:
-            if train_dataset is None or not hasattr(train_dataset, "__len__"):
-                raise ValueError(
-                    "schedule 'stage' needs the total number of training steps: set max_steps (> 0); it cannot be "
-                    "derived from a dataset without a length."
-                )
+        # `stage` without max_steps on a dataset without a length is refused by transformers' own check (it needs
+        # max_steps for any such dataset), which comes first as in TRL.
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
+        if self.args.schedule == "epoch" and not hasattr(self.train_dataset, "__len__"):
+            raise ValueError(
+                "schedule 'epoch' needs epochs (lambda = (e - 1) / (E - 1)), and a streaming IterableDataset has no "
+                "length, so the run has none. Use a map-style datasets.Dataset, or another schedule (stage, entropy)."
+            )
         self._init_control(self.args.controller_update, measure="token")
         if self.args.schedule == "epoch":
             self.add_callback(_CheckEpochs())
