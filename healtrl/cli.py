@@ -257,6 +257,19 @@ def _card_dataset_name(name: str) -> str:
     return get_task(task).hub_id or name  # the data loaded, so the task exists
 
 
+def _check_extras_early(trainer_args) -> None:
+    """Fail before the model and data load when the config asks for an extra that is not installed. The trainers
+    check the same at construction, after TRL's own checks (a configuration TRL rejects gets TRL's error there); on
+    the command line the config is already known to be valid, so the missing package is named first, at no cost."""
+    from healtrl._compat import check_report_to, is_available, missing_extra
+
+    check_report_to(trainer_args.report_to)
+    if getattr(trainer_args, "use_vllm", False) and not is_available("vllm"):
+        raise missing_extra("vllm", "use_vllm=True")
+    if getattr(trainer_args, "use_liger_kernel", False) and not is_available("liger"):
+        raise missing_extra("liger", "use_liger_kernel=True")
+
+
 def run_training(resolved: ResolvedConfig):
     """Build everything `resolved` describes, train, save, and return the trainer."""
     script_args, model_args, trainer_args = resolved.script_args, resolved.model_args, resolved.trainer_args
@@ -269,6 +282,7 @@ def run_training(resolved: ResolvedConfig):
     from healtrl.trainers import get_trainer_classes
 
     trainer_cls, _ = get_trainer_classes(resolved.trainer_name)
+    _check_extras_early(trainer_args)
 
     # Toy models are built (and offline models converted) on first use: let the main process fill the cache first.
     with trainer_args.main_process_first(local=True, desc="resolving the model"):

@@ -134,3 +134,18 @@ def test_plot_curves_side_by_side(tmp_path):
     assert read_metrics(run_dir)[0]["entropy"] == 0.9
     path = plot_curves({"GRPO": grpo, "HEAL": run_dir}, tmp_path / "compare.png", title="HEAL vs GRPO")
     assert Path(path).read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_missing_extra_is_named_before_the_model_loads(tmp_path, restore_threads, capsys, monkeypatch):
+    """train.py names the package of a missing extra before it resolves the model (the trainers check it too, at
+    construction, after TRL's own checks)."""
+    import healtrl.models
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was resolved before the extra was checked")
+
+    monkeypatch.setattr(healtrl.models, "resolve_model_path", no_model)
+    monkeypatch.setattr("healtrl._compat.is_available", lambda extra: extra != "liger")
+    code = main(["train", "--output_dir", str(tmp_path / "out"), "--use_liger_kernel", "true", *QUICK])
+    assert code == 2
+    assert "pip install healtrl[liger]" in capsys.readouterr().err
