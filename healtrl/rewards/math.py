@@ -1,5 +1,48 @@
-"""Math reward: `math-verify` on the final answer of a completion (the last `\\boxed{}`, else the last "Answer:"
-statement, else the last number), against the `answer` column."""
+"""Math reward: `math-verify` on the final answer of a completion, read in an explicit answer format, against the
+`answer` column.
+
+Answer formats (`ANSWER_FORMATS`):
+
+| format | the final answer is | prompt that asks for it | used by |
+|---|---|---|---|
+| `boxed` (default) | every `\\boxed{...}` / `\\fbox{...}` (empty boxes ignored) | "... output the final answer within \\boxed{}." (`healtrl.tasks`' math prompt, DeepScaleR / verl) | HEAL, AER, OPEFO evaluation; every healtrl math task except DAPO-Math-17k |
+| `answer_line` | every line "Answer: ..." (also "**Final Answer:** ...", the answer may sit on the next line) | DAPO-Math-17k's "The last line of your response should be of the form Answer: $Answer ..." | PosAdv and OPEFO training data (DAPO-Math-17k) |
+| `lenient` (opt-in) | the boxes, else the "Answer:" lines, else the "the answer is ..." statements, else the last LaTeX math span or bare number | any | nothing by default: for models that ignore the instruction |
+
+Scoring rules, the same in every format:
+
+* **Every** final-answer statement must equal the ground truth: a completion that states two different answers
+  (`\\boxed{3} ... \\boxed{4}`, two "Answer:" lines that disagree) scores 0, whichever comes last. Restating the
+  same answer (`\\boxed{4} ... so \\boxed{4}`, or `\\boxed{\\frac12}` and `\\boxed{0.5}`) is fine.
+* A hedged answer scores 0: "maybe", "perhaps", "possibly", "probably", "either", "guess", "not sure" in a stated
+  answer (unless the ground truth itself contains the word), and in `lenient` mode a last line that offers two
+  candidates joined by such a word or by "or" ("3 or maybe 4" scores 0 for gold 4).
+* A stated answer is parsed as LaTeX as a whole (`\\frac{2}{4}` is 1/2, never "4"); a list ("3, 4",
+  "3 \\text{ or } 4") is a set and equals only a set.
+* A completion without a statement in the format scores 0 (the format was not followed): `boxed` ignores
+  "Answer:" lines and `answer_line` ignores boxes outside "Answer:" lines.
+
+Equivalence (`answers_match`): normalized string equality, else `math_verify.verify` on both sides parsed as LaTeX.
+
+Deliberate differences from TRL's `trl.rewards.accuracy_reward` (math-verify's own extraction; compared case by
+case in `tests/test_math_grader.py`):
+
+1. TRL extracts the first match over the whole completion (boxes first, then any LaTeX after an "answer" anchor);
+   we read exactly one format, so a `boxed` recipe never credits an unboxed answer and an `answer_line` recipe
+   reads "Answer: 4" without the `$...$` delimiters TRL needs.
+2. A ground truth that math-verify cannot parse without delimiters (`\\frac{\\sqrt{2}}{2}`, `\\infty`, `(1,2]`,
+   `C`) makes TRL return None (the sample is skipped); we wrap it in `\\boxed{}` before parsing and fall back to
+   normalized string equality, so it is graded.
+3. `\\fbox{...}` and `\\boxed 4` count as boxes here; TRL does not read them.
+4. Scientific notation `3\\times10^8` equals `3 \\times 10^{8}` here (string normalization); TRL scores 0.
+5. Several boxes: math-verify joins them into a set, which happens to fail a scalar ground truth too; we state the
+   rule (all must agree) and apply it to "Answer:" lines as well.
+
+Deliberate differences from the papers' own graders: DAPO's verifier (verl `math_dapo`) reads the last
+"Answer:" match in the last 300 characters and compares normalized strings; we read every "Answer:" line (two
+disagreeing lines score 0) and compare with math-verify (so `0.5` equals `\\frac{1}{2}`). DeepScaleR / verl's boxed
+graders take the last box; we require all boxes to agree.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +52,55 @@ import threading
 
 from ._common import column, safe_scores
 
-__all__ = ["answers_match", "extract_boxed", "extract_final_answer", "math_reward"]
+__all__ = [
+    "ANSWER_FORMATS",
+    "DEFAULT_ANSWER_FORMAT",
+    "answers_match",
+    "check_answer_format",
+    "extract_answer_lines",
+    "extract_boxed",
+    "extract_final_answer",
+    "final_answers",
+    "grade_math",
+    "math_answer_line_reward",
+    "math_boxed_reward",
+    "math_lenient_reward",
+    "math_reward",
+]
+
+ANSWER_FORMATS = ("boxed", "answer_line", "lenient")
+"""How the final answer of a completion is read (see the module docstring)."""
+
+DEFAULT_ANSWER_FORMAT = "boxed"
+"""The format of the `math` reward for rows without an `answer_format` column: the papers' (HEAL, AER, OPEFO) and
+healtrl's math prompts ask for `\\boxed{}`."""
 
 MAX_ANSWER_CHARS = 1_000
 """Extracted answers longer than this are compared as strings only (sympy parsing of huge expressions can hang)."""
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\b")
-_ANSWER_LINE_RE = re.compile(r"(?im)^[ \t>*#_]*(?:final[ \t]+)?answer[ \t*_]*[:：][ \t]*(.+?)[ \t]*$")
-_ANSWER_IS_RE = re.compile(r"(?i)\banswer\s+is\s*:?\s*([^\n]{1,200})")
-_NUMBER_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?|-?\.\d+")
+# "Answer: x", "**Final Answer:** x", "> answer: x", "The final answer: x"; the answer may start on the next line.
+_ANSWER_LINE_RE = re.compile(
+    r"(?im)^[ \t>*#_-]*(?:the[ \t]+)?(?:final[ \t]+)?answer[ \t*_]*[:：][ \t*_]*(?:\n[ \t]*)?([^\n]*\S)?[ \t]*$"
+)
+_ANSWER_IS_RE = re.compile(r"(?i)\b(?:final\s+)?answer\s+is\s*:?\s*([^\n]{1,200})")
+_LEADING_PHRASE_RE = re.compile(r"(?i)^(?:the\s+)?(?:final\s+)?answer\s+is\s*:?\s*")
+_MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+_BARE_LATEX_RE = re.compile(r"-?\s*\\[a-zA-Z]+(?:\s*\{[^{}\n]*\})+")
+_NUMBER_RE = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?(?![\w])|(?<![\w.])-?\.\d+(?![\w])")
+_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|perhaps|possibly|probably|either|guess|not\s+sure|unsure)\b")
+_ALTERNATIVE_RE = re.compile(r"(?i)\b(?:or|maybe|perhaps|possibly|probably|either|guess|not\s+sure|unsure)\b")
+
+
+def check_answer_format(answer_format, where: str = "answer_format") -> str:
+    """`answer_format` if it is one of `ANSWER_FORMATS`, else a ValueError naming `where` and the choices."""
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(
+            f"Unknown {where} {answer_format!r}: choose one of {', '.join(ANSWER_FORMATS)} (boxed: the last-line "
+            "\\boxed{} of healtrl's math prompts; answer_line: DAPO-Math-17k's 'Answer: ...' line; lenient: any of "
+            "these, else the last number)."
+        )
+    return answer_format
 
 
 def extract_boxed(text: str) -> list[str]:
@@ -49,28 +132,85 @@ def extract_boxed(text: str) -> list[str]:
 def _strip_answer(answer: str) -> str:
     answer = answer.strip().strip("*_").strip()
     if len(answer) >= 2 and answer[0] == answer[-1] == "$":
-        answer = answer[1:-1].strip()
+        answer = answer.strip("$").strip()
     elif answer.startswith("\\(") and answer.endswith("\\)"):
+        answer = answer[2:-2].strip()
+    elif answer.startswith("\\[") and answer.endswith("\\]"):
         answer = answer[2:-2].strip()
     return answer.rstrip(".").strip()
 
 
-def extract_final_answer(text: str) -> str | None:
-    """The final answer of a completion: the last `\\boxed{}`, else the last "Answer: ..." line (DAPO's format) or
-    "the answer is ...", else the last number. None when there is none."""
-    boxed = extract_boxed(text)
+def extract_answer_lines(text: str) -> list[str]:
+    """The answers of every "Answer: ..." line of `text` (DAPO's format), in order: delimiters (`$...$`), a leading
+    "the answer is" and a final period removed; a box inside the line is unwrapped."""
+    out = []
+    for content in _ANSWER_LINE_RE.findall(text):
+        content = _LEADING_PHRASE_RE.sub("", _strip_answer(content or ""))
+        boxes = [b.strip() for b in extract_boxed(content) if b.strip()]
+        out.extend(boxes if boxes else [_strip_answer(content)] if content.strip() else [])
+    return out
+
+
+def _mask(text: str, spans) -> str:
+    chars = list(text)
+    for start, end in spans:
+        chars[start:end] = " " * (end - start)
+    return "".join(chars)
+
+
+def _last_expression(text: str) -> str | None:
+    """Lenient fallback: the last LaTeX math span (`$...$`, `\\(...\\)`, `\\[...\\]`), bare LaTeX command
+    (`\\frac{2}{4}`) or bare number of `text`, None when there is none or when its line offers alternatives
+    ("3 or maybe 4")."""
+    candidates = []  # (start, end, answer)
+    for match in _MATH_SPAN_RE.finditer(text):
+        inner = next(group for group in match.groups() if group is not None)
+        candidates.append((match.start(), match.end(), inner.strip()))
+    rest = _mask(text, [(s, e) for s, e, _ in candidates])
+    for match in _BARE_LATEX_RE.finditer(rest):
+        candidates.append((match.start(), match.end(), match.group(0).replace(" ", "")))
+    rest = _mask(rest, [(m.start(), m.end()) for m in _BARE_LATEX_RE.finditer(rest)])
+    for match in _NUMBER_RE.finditer(rest):
+        candidates.append((match.start(), match.end(), match.group(0).replace(",", "").replace(" ", "")))
+    if not candidates:
+        return None
+    candidates.sort()
+    start, end, answer = candidates[-1]
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    on_line = [c for c in candidates if c[0] >= line_start and c[1] <= line_end]
+    if len(on_line) > 1 and len({c[2] for c in on_line}) > 1 and _ALTERNATIVE_RE.search(text[line_start:line_end]):
+        return None  # "3 or maybe 4": two candidates offered as alternatives
+    return answer
+
+
+def final_answers(text: str, answer_format: str = DEFAULT_ANSWER_FORMAT) -> list[str]:
+    """Every final-answer statement of `text` in `answer_format`, in order ([] when the format is not followed)."""
+    check_answer_format(answer_format)
+    boxed = [b.strip() for b in extract_boxed(text) if b.strip()]
+    if answer_format == "boxed":
+        return boxed
+    lines = extract_answer_lines(text)
+    if answer_format == "answer_line":
+        return lines
     if boxed:
-        return boxed[-1].strip()
-    lines = _ANSWER_LINE_RE.findall(text)
+        return boxed
     if lines:
-        return _strip_answer(lines[-1])
-    stated = _ANSWER_IS_RE.findall(text)
+        return lines
+    stated = [_strip_answer(s) for s in _ANSWER_IS_RE.findall(text)]
+    stated = [s for s in stated if s]
     if stated:
-        return _strip_answer(stated[-1])
-    numbers = _NUMBER_RE.findall(text)
-    if numbers:
-        return numbers[-1].replace(",", "").replace(" ", "")
-    return None
+        return stated
+    last = _last_expression(text)
+    return [last] if last else []
+
+
+def extract_final_answer(text: str, answer_format: str = DEFAULT_ANSWER_FORMAT) -> str | None:
+    """The last final-answer statement of `text` in `answer_format`, or None. (The reward also requires every
+    earlier statement to agree with it: see `grade_math`.)"""
+    answers = final_answers(text, answer_format)
+    return answers[-1] if answers else None
 
 
 _TEXT_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
@@ -123,24 +263,19 @@ def answers_match(prediction: str | None, gold: str) -> bool:
     return bool(verify(gold_parsed, pred_parsed, timeout_seconds=timeout))
 
 
-def math_reward(prompts=None, completions=None, answer=None, log_metric=None, **kwargs) -> list[float]:
-    """1.0 when the completion's final answer equals the `answer` column (math-verify), else 0.0.
+def grade_math(text: str, gold: str, answer_format: str = DEFAULT_ANSWER_FORMAT) -> float:
+    """1.0 when every final-answer statement of `text` (read in `answer_format`) equals `gold` and none is hedged,
+    else 0.0 (no statement in the format included)."""
+    answers = final_answers(text, answer_format)
+    if not answers:
+        return 0.0
+    if not _HEDGE_RE.search(str(gold)) and any(_HEDGE_RE.search(a) for a in answers):
+        return 0.0
+    answers = list({_normalize(a): a for a in answers}.values())  # a restated answer is checked once
+    return 1.0 if all(answers_match(a, str(gold)) for a in answers) else 0.0
 
-    The final answer is the last `\\boxed{}` (the papers' "output the final answer within \\boxed{}"), else the last
-    "Answer: ..." line (DAPO-Math-17k's format), else the last number. Malformed completions (empty, longer than
-    `MAX_COMPLETION_CHARS`, invalid unicode, wrong type) and unreadable ground truths score 0.0, never raise, and are
-    counted (`rewards/math/malformed` through TRL's `log_metric`, else `logging`).
 
-    Args:
-        prompts: Unused.
-        completions: Strings or conversations (`[{"role": "assistant", "content": ...}]`).
-        answer: The ground-truth final answers (str), one per completion.
-        log_metric: TRL's metric hook (passed by `GRPOTrainer`).
-        **kwargs: Other dataset columns, ignored.
-
-    Returns:
-        One float per completion.
-    """
+def _score(name: str, completions, answer, formats, log_metric) -> list[float]:
     completions = list(completions) if completions is not None else []
     answers = column(answer, len(completions), "answer")
 
@@ -148,6 +283,65 @@ def math_reward(prompts=None, completions=None, answer=None, log_metric=None, **
         gold = answers[i]
         if gold is None or not str(gold).strip():
             return None
-        return 1.0 if answers_match(extract_final_answer(text), str(gold)) else 0.0
+        return grade_math(text, str(gold), formats[i])
 
-    return safe_scores("math", completions, score, log_metric)
+    return safe_scores(name, completions, score, log_metric)
+
+
+def math_reward(
+    prompts=None, completions=None, answer=None, answer_format=None, log_metric=None, **kwargs
+) -> list[float]:
+    """1.0 when the completion's final answer equals the `answer` column (math-verify), else 0.0; each row read in
+    its own answer format.
+
+    The format of a row is its `answer_format` column when the dataset has one (healtrl's math tasks set it to the
+    format their prompt asks for: "boxed", or "answer_line" for DAPO-Math-17k and the `<task>@answer_line`
+    variants), else `DEFAULT_ANSWER_FORMAT` ("boxed"). To fix one format whatever the data says, use
+    `math_boxed_reward`, `math_answer_line_reward` or `math_lenient_reward` (`reward_funcs: [math_boxed]`...). The
+    reading and scoring rules, and how they differ from TRL's `accuracy_reward`, are in the module docstring:
+    every final-answer statement must equal the ground truth, hedged answers score 0, LaTeX is parsed as LaTeX.
+
+    Malformed completions (empty, longer than `MAX_COMPLETION_CHARS`, invalid unicode, wrong type) and unreadable
+    ground truths score 0.0, never raise, and are counted (`rewards/math/malformed` through TRL's `log_metric`, else
+    `logging`).
+
+    Args:
+        prompts: Unused.
+        completions: Strings or conversations (`[{"role": "assistant", "content": ...}]`).
+        answer: The ground-truth final answers (str), one per completion.
+        answer_format: Optional dataset column: "boxed", "answer_line" or "lenient" per row (None: "boxed").
+        log_metric: TRL's metric hook (passed by `GRPOTrainer`).
+        **kwargs: Other dataset columns, ignored.
+
+    Returns:
+        One float per completion.
+
+    Raises:
+        ValueError: the `answer_format` column holds an unknown format, or a column is not aligned with the
+            completions (errors of the data, not of a completion).
+    """
+    completions = list(completions) if completions is not None else []
+    formats = column(answer_format, len(completions), "answer_format")
+    formats = [DEFAULT_ANSWER_FORMAT if f is None else check_answer_format(f, "answer_format value") for f in formats]
+    return _score("math", completions, answer, formats, log_metric)
+
+
+def math_boxed_reward(prompts=None, completions=None, answer=None, log_metric=None, **kwargs) -> list[float]:
+    """`math_reward` reading every row in the `boxed` format (the `answer_format` column, if any, is ignored)."""
+    completions = list(completions) if completions is not None else []
+    return _score("math_boxed", completions, answer, ["boxed"] * len(completions), log_metric)
+
+
+def math_answer_line_reward(prompts=None, completions=None, answer=None, log_metric=None, **kwargs) -> list[float]:
+    """`math_reward` reading every row in the `answer_line` format (DAPO's "Answer: ..." line; the `answer_format`
+    column, if any, is ignored)."""
+    completions = list(completions) if completions is not None else []
+    return _score("math_answer_line", completions, answer, ["answer_line"] * len(completions), log_metric)
+
+
+def math_lenient_reward(prompts=None, completions=None, answer=None, log_metric=None, **kwargs) -> list[float]:
+    """`math_reward` reading every row in the `lenient` format (box, else "Answer:" line, else "the answer is",
+    else the last LaTeX span or number; hedges still score 0). Opt-in: it credits answers the prompt did not ask
+    for, which RL learns to exploit."""
+    completions = list(completions) if completions is not None else []
+    return _score("math_lenient", completions, answer, ["lenient"] * len(completions), log_metric)
