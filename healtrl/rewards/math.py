@@ -19,29 +19,36 @@ Scoring rules, the same in every format:
   candidates joined by such a word or by "or" ("3 or maybe 4" scores 0 for gold 4).
 * A stated answer is parsed as LaTeX as a whole (`\\frac{2}{4}` is 1/2, never "4"); a list ("3, 4",
   "3 \\text{ or } 4") is a set and equals only a set.
-* A completion without a statement in the format scores 0 (the format was not followed): `boxed` ignores
-  "Answer:" lines and `answer_line` ignores boxes outside "Answer:" lines.
+* A completion without a statement in the format scores 0 (the format was not followed): under `boxed` an
+  "Answer:" line alone does not count, under `answer_line` a box alone does not. A box or "Answer:" line beside
+  the format's own statement is a stated answer all the same and must agree (`\\boxed{3}` then "Answer: 4" scores
+  0 in both formats).
 
 Equivalence (`answers_match`): normalized string equality, else `math_verify.verify` on both sides parsed as LaTeX.
 
-Deliberate differences from TRL's `trl.rewards.accuracy_reward` (math-verify's own extraction; compared case by
-case in `tests/test_math_grader.py`):
+Deliberate differences from TRL's `trl.rewards.accuracy_reward` (math-verify's own extraction: boxes first, then
+LaTeX after an "answer" anchor, first match), each a row of the table in `tests/test_math_grader.py`:
 
-1. TRL extracts the first match over the whole completion (boxes first, then any LaTeX after an "answer" anchor);
-   we read exactly one format, so a `boxed` recipe never credits an unboxed answer and an `answer_line` recipe
-   reads "Answer: 4" without the `$...$` delimiters TRL needs.
-2. A ground truth that math-verify cannot parse without delimiters (`\\frac{\\sqrt{2}}{2}`, `\\infty`, `(1,2]`,
-   `C`) makes TRL return None (the sample is skipped); we wrap it in `\\boxed{}` before parsing and fall back to
-   normalized string equality, so it is graded.
-3. `\\fbox{...}` and `\\boxed 4` count as boxes here; TRL does not read them.
-4. Scientific notation `3\\times10^8` equals `3 \\times 10^{8}` here (string normalization); TRL scores 0.
-5. Several boxes: math-verify joins them into a set, which happens to fail a scalar ground truth too; we state the
-   rule (all must agree) and apply it to "Answer:" lines as well.
+1. One format is read. A `boxed` recipe never credits an unboxed `$\\frac{1}{2}$` (TRL does); an `answer_line`
+   recipe reads "Answer: 4" and "**Final Answer:** 12" without the `$...$` TRL needs there, and the answer may sit
+   on the next line (as DAPO's regex allows); it does not credit a box without an "Answer:" line (TRL does).
+2. Every stated answer must agree: a box contradicted by an "Answer:" line scores 0 (TRL reads the box and credits
+   it). Several different boxes fail in both (math-verify joins them into a set).
+3. A hedge inside the answer (`\\boxed{4 \\text{ (maybe 3)}}`) scores 0; TRL's unit normalization drops the text
+   and credits it.
+4. A ground truth math-verify cannot parse without delimiters (`\\frac34`, `\\frac{\\sqrt{2}}{2}`, `\\infty`,
+   `[1,2)`, `C`) makes TRL return None (the sample is skipped); we wrap it in `\\boxed{}` and fall back to
+   normalized string equality, so it is graded. A list ground truth "3, 4" is a set here (TRL fails `\\boxed{3, 4}`).
+5. `\\fbox{4}` and `\\boxed 4` are boxes, and an empty `\\boxed{}` (the instruction quoted back) is skipped;
+   TRL scores these 0. `3\\times10^8` equals `3 \\times 10^{8}` here (string normalization), not in TRL.
+6. `lenient` (opt-in) reads undelimited final answers ("The final answer is 4.", a last bare `\\frac{2}{4}` or
+   number) that TRL does not.
 
-Deliberate differences from the papers' own graders: DAPO's verifier (verl `math_dapo`) reads the last
-"Answer:" match in the last 300 characters and compares normalized strings; we read every "Answer:" line (two
-disagreeing lines score 0) and compare with math-verify (so `0.5` equals `\\frac{1}{2}`). DeepScaleR / verl's boxed
-graders take the last box; we require all boxes to agree.
+Deliberate differences from the reference graders: the grader DAPO-Math-17k ships with (verl `math_dapo`) reads
+the last "Answer:" match in the last 300 characters and compares normalized strings; we read every "Answer:" line and
+box (two different answers score 0) and compare with math-verify (`0.5` equals `\\frac{1}{2}`). verl's and
+DeepScaleR's boxed graders take the last box; we require all boxes to agree. AER states math-verify (aer.txt §5.1),
+as here.
 """
 
 from __future__ import annotations
@@ -264,11 +271,13 @@ def answers_match(prediction: str | None, gold: str) -> bool:
 
 
 def grade_math(text: str, gold: str, answer_format: str = DEFAULT_ANSWER_FORMAT) -> float:
-    """1.0 when every final-answer statement of `text` (read in `answer_format`) equals `gold` and none is hedged,
-    else 0.0 (no statement in the format included)."""
+    """1.0 when `text` states its final answer in `answer_format` and every final-answer statement (those of the
+    format, and any other box or "Answer:" line) equals `gold`, none hedged; else 0.0."""
     answers = final_answers(text, answer_format)
     if not answers:
         return 0.0
+    # A box or an "Answer:" line outside the format is a stated answer too: it must agree ("\\boxed{3}\nAnswer: 4").
+    answers += [b.strip() for b in extract_boxed(text) if b.strip()] + extract_answer_lines(text)
     if not _HEDGE_RE.search(str(gold)) and any(_HEDGE_RE.search(a) for a in answers):
         return 0.0
     answers = list({_normalize(a): a for a in answers}.values())  # a restated answer is checked once
