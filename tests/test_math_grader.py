@@ -251,3 +251,26 @@ def test_restyling_refuses_a_prompt_in_another_format(tmp_path):
     assert load_task("dapo-math-17k", path=str(path))["prompt"][0][0]["content"] == "Just a question, no template"
     with pytest.raises(ValueError, match="cannot rewrite a prompt from the answer_line format to boxed"):
         load_task("dapo-math-17k@boxed", path=str(path))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "$" * 500_000,
+        "\\(" * 300_000,
+        "\\boxed{" * 100_000,
+        "{" * 500_000,
+        "- " * 400_000 + "\\x{1}",
+        "answer:\n" * 100_000,
+    ],
+    ids=["dollars", "open-parens", "open-boxes", "braces", "minus-signs", "empty-answer-lines"],
+)
+def test_adversarial_completions_grade_in_linear_time(text):
+    """Long degenerate completions (up to `MAX_COMPLETION_CHARS`) must not make a reward call hang: every search is
+    linear in the completion's length (a quadratic one took minutes on the first of these)."""
+    import time
+
+    for answer_format in ANSWER_FORMATS:
+        start = time.perf_counter()
+        assert BY_FORMAT[answer_format](completions=[text], answer=["4"]) == [0.0]
+        assert time.perf_counter() - start < 5.0, answer_format

@@ -7,7 +7,7 @@ Answer formats (`ANSWER_FORMATS`):
 |---|---|---|---|
 | `boxed` (default) | every `\\boxed{...}` / `\\fbox{...}` (empty boxes ignored) | "... output the final answer within \\boxed{}." (`healtrl.tasks`' math prompt, DeepScaleR / verl) | HEAL, AER, OPEFO evaluation; every healtrl math task except DAPO-Math-17k |
 | `answer_line` | every line "Answer: ..." (also "**Final Answer:** ...", the answer may sit on the next line) | DAPO-Math-17k's "The last line of your response should be of the form Answer: $Answer ..." | PosAdv and OPEFO training data (DAPO-Math-17k) |
-| `lenient` (opt-in) | the boxes, else the "Answer:" lines, else the "the answer is ..." statements, else the last LaTeX math span or bare number | any | nothing by default: for models that ignore the instruction |
+| `lenient` (opt-in) | the boxes, else the "Answer:" lines, else the "the answer is ..." statements, else the last LaTeX math span or bare number (of the last 2,000 characters) | any | nothing by default: for models that ignore the instruction |
 
 Scoring rules, the same in every format:
 
@@ -92,8 +92,9 @@ _ANSWER_LINE_RE = re.compile(
 )
 _ANSWER_IS_RE = re.compile(r"(?i)\b(?:final\s+)?answer\s+is\s*:?\s*([^\n]{1,200})")
 _LEADING_PHRASE_RE = re.compile(r"(?i)^(?:the\s+)?(?:final\s+)?answer\s+is\s*:?\s*")
-_MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
-_BARE_LATEX_RE = re.compile(r"-?\s*\\[a-zA-Z]+(?:\s*\{[^{}\n]*\})+")
+# Bounded lengths keep every search linear in the completion's length (no span or gap longer than an answer).
+_MATH_SPAN_RE = re.compile(r"\$\$(.{1,1000}?)\$\$|\$(.{1,1000}?)\$|\\\((.{1,1000}?)\\\)|\\\[(.{1,1000}?)\\\]", re.S)
+_BARE_LATEX_RE = re.compile(r"(?:-[ \t]{0,3})?\\[a-zA-Z]+(?:[ \t]{0,3}\{[^{}\n]{0,1000}\})+")
 _NUMBER_RE = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?(?![\w])|(?<![\w.])-?\.\d+(?![\w])")
 _HEDGE_RE = re.compile(r"(?i)\b(?:maybe|perhaps|possibly|probably|either|guess|not\s+sure|unsure)\b")
 _ALTERNATIVE_RE = re.compile(r"(?i)\b(?:or|maybe|perhaps|possibly|probably|either|guess|not\s+sure|unsure)\b")
@@ -110,25 +111,30 @@ def check_answer_format(answer_format, where: str = "answer_format") -> str:
     return answer_format
 
 
+def _closing_braces(text: str) -> dict[int, int]:
+    """Index of each "{" of `text` -> index of its matching "}" (unbalanced "{" are left out); one linear pass."""
+    pairs, stack = {}, []
+    for i, char in enumerate(text):
+        if char == "{":
+            stack.append(i)
+        elif char == "}" and stack:
+            pairs[stack.pop()] = i
+    return pairs
+
+
 def extract_boxed(text: str) -> list[str]:
     """The contents of every `\\boxed{...}` / `\\fbox{...}` in `text` (balanced braces; `\\boxed 5` too), in order."""
     out = []
+    pairs = None
     for match in _BOX_RE.finditer(text):
         i = match.end()
         while i < len(text) and text[i] == " ":
             i += 1
         if i < len(text) and text[i] == "{":
-            depth, j = 0, i
-            while j < len(text):
-                if text[j] == "{":
-                    depth += 1
-                elif text[j] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                j += 1
-            if depth == 0:
-                out.append(text[i + 1 : j])
+            if pairs is None:
+                pairs = _closing_braces(text)
+            if i in pairs:
+                out.append(text[i + 1 : pairs[i]])
         elif i > match.end():  # "\boxed 5": one token
             token = re.match(r"[^\s$]+", text[i:])
             if token:
@@ -165,10 +171,16 @@ def _mask(text: str, spans) -> str:
     return "".join(chars)
 
 
+LENIENT_TAIL_CHARS = 2_000
+"""The lenient format's last-expression fallback looks at this many final characters of a completion (DAPO's
+grader reads its "Answer:" line in the last 300)."""
+
+
 def _last_expression(text: str) -> str | None:
     """Lenient fallback: the last LaTeX math span (`$...$`, `\\(...\\)`, `\\[...\\]`), bare LaTeX command
-    (`\\frac{2}{4}`) or bare number of `text`, None when there is none or when its line offers alternatives
-    ("3 or maybe 4")."""
+    (`\\frac{2}{4}`) or bare number of the last `LENIENT_TAIL_CHARS` characters of `text`, None when there is none
+    or when its line offers alternatives ("3 or maybe 4")."""
+    text = text[-LENIENT_TAIL_CHARS:]
     candidates = []  # (start, end, answer)
     for match in _MATH_SPAN_RE.finditer(text):
         inner = next(group for group in match.groups() if group is not None)
