@@ -165,7 +165,9 @@ class ScriptArguments:
             Save the trained model (or adapter, with `use_peft`) and tokenizer to `output_dir` at the end.
         eval_tasks (`list[str]`, *optional*, defaults to `[]`):
             Tasks (`healtrl.tasks.TASKS`) to evaluate the policy on during training with
-            `healtrl.evaluation.PeriodicEvalCallback`; logs `eval/<task>/avg@k` and `eval/<task>/pass@j`.
+            `healtrl.evaluation.PeriodicEvalCallback`; logs `eval/<task>/avg@k` and `eval/<task>/pass@j`. A math task
+            takes the prompt format of the training data as a suffix: `aime25@answer_line` (DAPO's prompt and
+            "Answer:" grader, for `task:dapo-math-17k` runs), `aime25` / `aime25@boxed` (the boxed prompt).
         eval_k (`int`, *optional*, defaults to `1`):
             Samples per problem of the periodic evaluation.
         eval_every_steps (`int`, *optional*, defaults to `100`):
@@ -287,7 +289,8 @@ class ScriptArguments:
         default_factory=list,
         metadata={
             "help": "Tasks (healtrl.tasks.TASKS) to evaluate the policy on during training (PeriodicEvalCallback); "
-            "logs `eval/<task>/avg@k` and `eval/<task>/pass@j`."
+            "logs `eval/<task>/avg@k` and `eval/<task>/pass@j`. `<math task>@answer_line` asks in DAPO's prompt "
+            "format (for runs trained on task:dapo-math-17k), `<math task>@boxed` in the boxed one."
         },
     )
     eval_k: int = field(default=1, metadata={"help": "Samples per problem of the periodic evaluation."})

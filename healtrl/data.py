@@ -175,7 +175,27 @@ register_reward(
     "math",
     "healtrl.rewards.math_reward",
     columns=["answer"],
-    description="math-verify on the last \\boxed{} (else 'Answer:' line, else last number) against `answer`.",
+    description="math-verify on the final answer against `answer`, read in each row's `answer_format` column (set by "
+    "healtrl's math tasks), else in the boxed format.",
+)
+register_reward(
+    "math_boxed",
+    "healtrl.rewards.math_boxed_reward",
+    columns=["answer"],
+    description="math-verify on every \\boxed{} against `answer` (boxed format for every row).",
+)
+register_reward(
+    "math_answer_line",
+    "healtrl.rewards.math_answer_line_reward",
+    columns=["answer"],
+    description="math-verify on every 'Answer: ...' line (DAPO's format) against `answer`.",
+)
+register_reward(
+    "math_lenient",
+    "healtrl.rewards.math_lenient_reward",
+    columns=["answer"],
+    description="Opt-in lenient math: box, else 'Answer:' line, else 'the answer is', else the last LaTeX span or "
+    "number; hedges still score 0.",
 )
 register_reward(
     "multiple_choice",

@@ -25,6 +25,7 @@ from healtrl.rewards import (
     isolation_level,
     make_code_reward,
     malformed_counts,
+    math_lenient_reward,
     math_reward,
     multiple_choice_reward,
     reasoning_gym_reward,
@@ -67,7 +68,8 @@ MALFORMED = [
     ],
 )
 def test_extract_final_answer(text, expected):
-    assert extract_final_answer(text) == expected
+    # the lenient format reads each of these forms; `math`'s default format (boxed) only the boxes
+    assert extract_final_answer(text, "lenient") == expected
 
 
 def test_extract_boxed_all():
@@ -105,7 +107,9 @@ def test_math_reward_scores_and_formats():
         "I give up.",
     ]
     answers = ["0.75", "\\frac34", "1200", "6", "2"]
-    assert math_reward(completions=completions, answer=answers) == [1.0, 1.0, 1.0, 0.0, 0.0]
+    assert math_lenient_reward(completions=completions, answer=answers) == [1.0, 1.0, 1.0, 0.0, 0.0]
+    # `math` reads the boxed format unless the row says otherwise: the "Answer:" line and the bare number do not count
+    assert math_reward(completions=completions, answer=answers) == [1.0, 0.0, 0.0, 0.0, 0.0]
     assert math_reward(completions=["\\boxed{2}"] * 3, answer="2") == [1.0] * 3  # a scalar column broadcasts
     with pytest.raises(ValueError, match="one value per completion"):
         math_reward(completions=["1", "2"], answer=["1"])

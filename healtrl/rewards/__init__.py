@@ -2,26 +2,39 @@
 
 | reward | reads | scores |
 |---|---|---|
-| `math_reward` | `answer` | math-verify on the last `\\boxed{}` / "Answer:" / last number |
+| `math_reward` | `answer` (+ optional `answer_format`) | math-verify on the final answer, in the row's answer format (boxed by default) |
+| `math_boxed_reward`, `math_answer_line_reward`, `math_lenient_reward` | `answer` | the same in one fixed format |
 | `multiple_choice_reward` | `answer`, `choices` | exactly one chosen option (letter or option text) |
 | `code_reward` | `tests` | the program passes every test, run in `healtrl.rewards.sandbox` |
 | `reasoning_gym_reward` | `rg_entry` | the reasoning-gym generator's own scorer |
 | `task_reward` | `task` (+ its task's columns) | each row with the reward of its own task (mixed datasets) |
 
-Each is registered in `healtrl.data.REWARD_FUNCS` ("math", "multiple_choice", "code", "reasoning_gym", "task"). None raises on
+Each is registered in `healtrl.data.REWARD_FUNCS` ("math", "math_boxed", "math_answer_line", "math_lenient",
+"multiple_choice", "code", "reasoning_gym", "task"). None raises on
 a malformed completion (empty, longer than `MAX_COMPLETION_CHARS`, invalid unicode, wrong type): it scores 0.0 and is
 counted (`malformed_counts()`, and `rewards/<name>/malformed` through TRL's `log_metric`).
 """
 
 from ._common import MAX_COMPLETION_CHARS, malformed_counts, reset_malformed_counts
 from .code import code_reward, extract_code, make_code_reward, run_tests
-from .math import answers_match, extract_boxed, extract_final_answer, math_reward
+from .math import (
+    ANSWER_FORMATS,
+    answers_match,
+    extract_boxed,
+    extract_final_answer,
+    grade_math,
+    math_answer_line_reward,
+    math_boxed_reward,
+    math_lenient_reward,
+    math_reward,
+)
 from .multiple_choice import extract_choice, multiple_choice_reward
 from .reasoning_gym import reasoning_gym_reward
 from .sandbox import SandboxLimits, SandboxResult, isolation_level, run_python
 from .task import task_reward
 
 __all__ = [
+    "ANSWER_FORMATS",
     "MAX_COMPLETION_CHARS",
     "SandboxLimits",
     "SandboxResult",
@@ -31,9 +44,13 @@ __all__ = [
     "extract_choice",
     "extract_code",
     "extract_final_answer",
+    "grade_math",
     "isolation_level",
     "make_code_reward",
     "malformed_counts",
+    "math_answer_line_reward",
+    "math_boxed_reward",
+    "math_lenient_reward",
     "math_reward",
     "multiple_choice_reward",
     "reasoning_gym_reward",

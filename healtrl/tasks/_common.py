@@ -21,9 +21,56 @@ def user_prompt(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
 
-def math_prompt(problem: str) -> list[dict[str, str]]:
-    """`problem` followed by `MATH_INSTRUCTION`."""
-    return user_prompt(f"{problem.strip()} {MATH_INSTRUCTION}")
+DAPO_PREFIX = (
+    "Solve the following math problem step by step. The last line of your response should be of the form Answer: "
+    "$Answer (without quotes) where $Answer is the answer to the problem.\n\n"
+)
+DAPO_SUFFIX = '\n\nRemember to put your answer on its own line after "Answer:".'
+"""DAPO-Math-17k's prompt is `DAPO_PREFIX + problem + DAPO_SUFFIX` (the `answer_line` format, graded on the "Answer:"
+line), the training prompt of the PosAdv and OPEFO recipes."""
+
+PROMPT_FORMATS = ("boxed", "answer_line")
+"""Prompt formats of math tasks: each asks for the final answer in the answer format of the same name
+(`healtrl.rewards.math.ANSWER_FORMATS`)."""
+
+
+def math_prompt(problem: str, answer_format: str = "boxed") -> list[dict[str, str]]:
+    """The math prompt of `problem` in `answer_format`: "boxed" (`problem` followed by `MATH_INSTRUCTION`) or
+    "answer_line" (DAPO-Math-17k's template, `DAPO_PREFIX + problem + DAPO_SUFFIX`)."""
+    if answer_format == "boxed":
+        return user_prompt(f"{problem.strip()} {MATH_INSTRUCTION}")
+    if answer_format == "answer_line":
+        return user_prompt(f"{DAPO_PREFIX}{problem.strip()}{DAPO_SUFFIX}")
+    raise ValueError(f"Unknown math prompt format {answer_format!r}: choose one of {', '.join(PROMPT_FORMATS)}.")
+
+
+def math_problem(content: str, answer_format: str) -> str | None:
+    """The problem of a math prompt's text written in `answer_format` (the inverse of `math_prompt`), or None when
+    the text is not in that format."""
+    if answer_format == "boxed" and content.endswith(MATH_INSTRUCTION):
+        return content[: -len(MATH_INSTRUCTION)].strip()
+    if answer_format == "answer_line" and content.startswith(DAPO_PREFIX) and content.endswith(DAPO_SUFFIX):
+        return content[len(DAPO_PREFIX) : -len(DAPO_SUFFIX)].strip()
+    return None
+
+
+def restyle_math_prompt(prompt, source: str, target: str, task: str) -> list[dict[str, str]]:
+    """A math prompt (a conversation of one user message) rewritten from the `source` format to `target`.
+
+    Raises:
+        ValueError: the prompt is not a one-message conversation in the `source` format.
+    """
+    if source == target:
+        return prompt
+    content = prompt[-1].get("content") if isinstance(prompt, list) and prompt else None
+    problem = math_problem(content, source) if isinstance(content, str) else None
+    if not problem or len(prompt) != 1:
+        raise ValueError(
+            f"Task '{task}': cannot rewrite a prompt from the {source} format to {target}: it is not a single user "
+            f"message in the {source} format (text: {str(content)[:80]!r}). Load the task without the "
+            f"'@{target}' suffix."
+        )
+    return math_prompt(problem, target)
 
 
 def format_options(options: Sequence[str]) -> str:

@@ -6,6 +6,19 @@ specification of `healtrl.rewards.code`) and `entry_point` (function name; "" fo
 Prompts: HumanEval(+) uses EvalPlus's instruction ("Please provide a self-contained Python script that solves the
 following problem in a markdown code block"); LiveCodeBench uses its generation format (the question, then either the
 starter code to complete or the instruction to read stdin and write stdout, with the code in a ```python block).
+
+HumanEval+ as EvalPlus reports it (HEAL's "HEval+ Pass@1", heal.txt §4.1): one greedy completion per problem,
+`healtrl eval --tasks humanevalplus --k 1 --temperature 0 --max_new_tokens 768` (EvalPlus's `--greedy` sets
+temperature 0 and one sample; 768 is its default generation budget). pass@1 is then the fraction of problems whose
+program passes every base and plus test (the Hub dataset's `test` holds both in `check`). What differs from EvalPlus's
+own harness: it prefills the assistant turn with "Below is a Python script with a self-contained function that
+solves the problem and passes corresponding tests:\n```python\n" and stops at "\nif __name__" / "\ndef main(" /
+"\nprint("; healtrl generates the whole assistant turn from the chat template's generation prompt and runs the last
+```python block of the completion (`healtrl.rewards.code.extract_code`). Base models without a chat template get
+EvalPlus's direct-completion prompt there, the instruction here.
+
+LiveCodeBench v5 Pass@10 (HEAL): `--tasks livecodebench-v5 --k 10`, pass@10 being the unbiased estimator with n = k =
+10 (any of the 10 samples passes).
 """
 
 from __future__ import annotations
@@ -130,7 +143,8 @@ def register(register_task, TaskSpec) -> None:
             "code",
             "evalplus/humanevalplus",
             "HumanEval+ (Hub evalplus/humanevalplus, split test, 164 problems; columns task_id, prompt, "
-            "canonical_solution, entry_point, test). EvalPlus prompt; pass@1 = all tests of `check` pass.",
+            "canonical_solution, entry_point, test). EvalPlus prompt; pass@1 = all tests of `check` pass. EvalPlus's "
+            "protocol: greedy pass@1, `--k 1 --temperature 0 --max_new_tokens 768` (see healtrl.tasks.code).",
             split="test",
         ),
         load_humanevalplus,

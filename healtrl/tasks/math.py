@@ -1,9 +1,12 @@
-"""Math tasks (reward `math`): GSM8K, MATH-500, AIME 2024/2025, AMC 2023, Minerva Math, OlympiadBench, DeepScaleR,
+"""Math tasks (reward `math`): GSM8K, MATH-500, AIME 2024/2025, AMC 2023 (math-ai/amc23, 40 problems), AIMO's AMC
+validation set (AI-MO/aimo-validation-amc, 83 problems: AER's "AMC23"), Minerva Math, OlympiadBench, DeepScaleR,
 DAPO-Math-17k, and WebInstruct's physics subset (free-form answers, domain "physics").
 
 Prompt: the problem followed by "Let's think step by step and output the final answer within \\boxed{}." (the
-DeepScaleR / verl math format), except DAPO-Math-17k, whose rows carry their own prompt (an "Answer: $Answer" last
-line), kept as is.
+DeepScaleR / verl math format; answer format "boxed"), except DAPO-Math-17k, whose rows carry their own prompt (an
+"Answer: $Answer" last line; answer format "answer_line"), kept as is. `<task>@answer_line` / `<task>@boxed` asks any
+of them in the other format (`healtrl.tasks.get_task`); the rows' `answer_format` column tells the `math` reward which
+format to grade.
 """
 
 from __future__ import annotations
@@ -135,8 +138,8 @@ def load_dapo(spec, split, path, *, num_samples=None, seed=0, question_column=No
         if not text or not answer:
             return None
         if isinstance(example[q_col], list) and question_column is None:
-            return {"prompt": user_prompt(text), "answer": answer}
-        return {"prompt": math_prompt(text), "answer": answer}
+            return {"prompt": user_prompt(text), "answer": answer}  # DAPO's own prompt, kept as is
+        return {"prompt": math_prompt(text, "answer_line"), "answer": answer}  # a bare problem: DAPO's template
 
     return build(data, row, spec.name)
 
@@ -147,6 +150,7 @@ SOURCES = {
     "aime24": MathSource(("problem", "Problem"), ("answer", "Answer"), hub_split={"test": "train"}),
     "aime25": MathSource(("problem",), ("answer",)),
     "amc23": MathSource(("question", "problem"), ("answer",)),
+    "aimo-validation-amc": MathSource(("problem",), ("answer",), hub_split={"test": "train"}),
     "minerva": MathSource(("question", "problem"), ("answer",)),
     "olympiadbench": MathSource(
         ("question",), ("final_answer",), answer_fn=olympiad_answer, hub_split={"test": "train"}
@@ -201,7 +205,18 @@ def register(register_task, TaskSpec) -> None:
             "math-ai/amc23",
             None,
             "test",
-            "AMC 2023, 40 problems (Hub math-ai/amc23, split test; columns question, answer).",
+            "AMC 2023, 40 problems (Hub math-ai/amc23, split test; columns question, answer). The AMC23 of HEAL and "
+            "OPEFO (40 problems in both papers) and of PosAdv; AER's is aimo-validation-amc (83).",
+        ),
+        (
+            "aimo-validation-amc",
+            "math",
+            "AI-MO/aimo-validation-amc",
+            None,
+            "test",
+            "AIMO validation AMC, 83 problems of AMC 12 2022 and 2023 rewritten to integer answers (Hub "
+            "AI-MO/aimo-validation-amc, whose only split 'train' is served as 'test'; columns id, problem, answer as a "
+            "float such as 27.0, url). AER's 'AMC23' benchmark (aer.txt Appendix B); HEAL and OPEFO use amc23 (40).",
         ),
         (
             "minerva",
@@ -254,8 +269,9 @@ def register(register_task, TaskSpec) -> None:
             "BytedTsinghua-SIA/DAPO-Math-17k",
             "DAPO-Math-17k (Hub BytedTsinghua-SIA/DAPO-Math-17k, split train; columns prompt as a conversation with "
             "DAPO's own instruction, reward_model.ground_truth). Duplicate rows are dropped. The prompt asks for an "
-            "'Answer: ...' last line, which the math reward reads.",
+            "'Answer: ...' last line (answer format 'answer_line'), which the math reward reads.",
             split="train",
+            answer_format="answer_line",
         ),
         load_dapo,
     )
