@@ -1,0 +1,85 @@
+"""Every paper config states, as data and in its header, what a researcher needs to compare a run with the paper:
+its data, its budget (and why), its best-checkpoint rule, and the paper's numbers with their protocol."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from healtrl.recipes import parse_best_checkpoint, parse_paper_protocol, parse_paper_results
+from healtrl.tasks import get_task
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+PAPER_CONFIGS = sorted(
+    p
+    for p in CONFIGS.glob("*.yaml")
+    if p.name.startswith(("aer_", "heal_", "opefo_", "posadv_")) and "toy" not in p.name
+)
+
+
+def test_every_paper_config_is_listed():
+    assert len(PAPER_CONFIGS) == 38  # 7 AER, 11 HEAL, 8 OPEFO, 12 PosAdv
+
+
+@pytest.mark.parametrize("path", PAPER_CONFIGS, ids=lambda p: p.stem)
+def test_paper_config_states_data_budget_rule_and_numbers(path):
+    text = path.read_text()
+    config = yaml.safe_load(text)
+    # Data: a dataset and rewards.
+    assert config.get("dataset_name") and config.get("reward_funcs"), "data"
+    # Budget: a length and the reason for it, next to it.
+    assert "max_steps" in config or "num_train_epochs" in config
+    assert "# Budget:" in text, "a '# Budget:' comment says why the run has this length"
+    # The paper's numbers, with the protocol they were measured under.
+    protocol = parse_paper_protocol(config.get("paper_protocol"))
+    results = parse_paper_results(config.get("paper_results"), protocol)
+    assert results and protocol is not None and protocol.source
+    for entry in results:
+        get_task(entry.benchmark)  # a task healtrl can evaluate
+        assert entry.table and path.stem.split("_")[0] + ".txt" in entry.table  # cites the paper's own table
+    # Best checkpoint: the paper's rule, saved at its interval; or a stated reason why there is none.
+    rule = parse_best_checkpoint(config.get("best_checkpoint"))
+    if rule is None:
+        assert "# Best checkpoint: the HEAL paper selects none" in text
+    else:
+        assert config["save_strategy"] == "steps"
+        assert rule.every_steps % config["save_steps"] == 0
+        assert rule.source
+
+
+@pytest.mark.parametrize("path", [p for p in PAPER_CONFIGS if "dapo-math-17k" in p.read_text()], ids=lambda p: p.stem)
+def test_dapo_trained_recipes_evaluate_in_their_training_format(path):
+    """PosAdv and OPEFO train on DAPO's "Answer:" prompt: they are validated and evaluated in that format."""
+    config = yaml.safe_load(path.read_text())
+    tasks = [e["benchmark"] for e in config["paper_results"]] + list(config["best_checkpoint"]["tasks"])
+    assert all(get_task(t).answer_format == "answer_line" for t in tasks), tasks
+
+
+def test_aer_amc_is_the_83_problem_set():
+    for path in CONFIGS.glob("aer_*q*.yaml"):
+        benchmarks = {e["benchmark"] for e in yaml.safe_load(path.read_text())["paper_results"]}
+        assert "aimo-validation-amc" in benchmarks and "amc23" not in benchmarks, path.name
+
+
+def test_heal_medicine_recipes_train_and_test_on_disjoint_splits():
+    for path in CONFIGS.glob("heal*medicine.yaml"):
+        config = yaml.safe_load(path.read_text())
+        assert config["dataset_name"] == "task:medicine"
+        assert config.get("dataset_train_split", "train") == "train"
+        benchmarks = {e["benchmark"] for e in config["paper_results"]}
+        assert benchmarks == {"medicine-medbullets", "medicine-medxpertqa"}
+        assert all(get_task(b).split == "test" for b in benchmarks)
+
+
+def test_heal_table_runs_have_the_same_budget_and_batch():
+    """HEAL's Medicine table (Tables 1, 2, 7) compares runs at equal compute: 200 optimizer steps of 128 prompts."""
+    for path in CONFIGS.glob("heal*medicine.yaml"):
+        config = yaml.safe_load(path.read_text())
+        prompts = config["per_device_train_batch_size"] * 8 * config["gradient_accumulation_steps"]
+        assert (config["max_steps"], prompts // config["num_generations"]) == (200, 128), path.name
+        if "few_shot" in path.name:
+            assert config["train_repeats"] == "auto"
+        if any(m in path.name for m in ("80_20", "clip_higher", "entropy_loss", "kl_cov")):  # Table 7: target + general
+            assert config["general_dataset_name"].endswith("/selected")
