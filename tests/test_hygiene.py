@@ -215,7 +215,8 @@ def test_medicine_recipe_passes_the_dry_run_and_the_old_one_fails(capsys):
         assert train_main(good) == 0, capsys.readouterr().err
         out = " ".join(capsys.readouterr().out.split())
         assert "no evaluation prompt is a training prompt on the tasks' local samples" in out
-        bad = ["--config", str(REPO / "configs/heal_baseline_few_shot_qwen3_1.7b_medicine.yaml"), "--eval_tasks",
-               "medxpertqa", "--dry_run", "--num_processes", "8"]  # fmt: skip
+        bad = ["--config", str(REPO / "configs/heal_baseline_few_shot_qwen3_1.7b_medicine.yaml"), "--dataset_name",
+               "task:medxpertqa", "--dataset_train_split", "test", "--eval_tasks", "medxpertqa", "--dry_run",
+               "--num_processes", "8"]  # fmt: skip
         assert train_main(bad) == 2
     assert "task 'medxpertqa' split 'test', the split eval_tasks evaluates" in capsys.readouterr().err
