@@ -39,7 +39,7 @@ def test_grpo_counterpart_has_the_same_budget_and_is_the_shipped_baseline():
     grpo = grpo_counterpart(heal, "outputs/main/grpo")
     h, g = heal.trainer_args, grpo.trainer_args
     assert grpo.trainer_name == "grpo" and type(g).__name__ == "GRPOBaselineConfig"
-    assert not hasattr(g, "general_dataset_name") and not hasattr(g, "eda_weight")
+    assert g.general_dataset_name is None and not hasattr(g, "eda_weight")  # few-shot: the target rows alone
     # same model, target data, steps, learning rate and rollouts per step
     assert grpo.model_args.model_name_or_path == heal.model_args.model_name_or_path
     assert grpo.script_args.dataset_name == heal.script_args.dataset_name == "healtrl-toy/add"
