@@ -217,6 +217,12 @@ class OPEFOTrainer(EntropyGRPOTrainer):
 
     @property
     def needs_power_sums(self) -> bool:
+        """The loss forward computes the power sums only where lambda* is computed from it (no accumulation, or
+        evaluation); with accumulation they come with the rollout statistics (`_estimator_needs_power_sums`)."""
+        return self._estimator_needs_power_sums and self._rollout_stats_source() is None
+
+    @property
+    def _estimator_needs_power_sums(self) -> bool:
         return self.args.entropy_change_estimator == "exact"
 
     # ------------------------------------------------------------------------------------------------------------
@@ -239,7 +245,7 @@ class OPEFOTrainer(EntropyGRPOTrainer):
         if source != "generation":
             return super()._generate(prompts)
         model = self.accelerator.unwrap_model(self.model)
-        with GenerationStats(model, self.temperature, power_sums=self.needs_power_sums) as recorder:
+        with GenerationStats(model, self.temperature, power_sums=self._estimator_needs_power_sums) as recorder:
             outputs = super()._generate(prompts)
         self._opefo_stats = recorder.per_token(outputs[1])
         if self._opefo_stats is None and not self._warned_generation_stats:
@@ -263,7 +269,7 @@ class OPEFOTrainer(EntropyGRPOTrainer):
         # entropies (and power sums) from the same forward.
         self._opefo_capture_old_logps = False
         kwargs["compute_entropy"] = True
-        power_sums = self.needs_power_sums
+        power_sums = self._estimator_needs_power_sums
         with self._lm_head(power_sums) as head:
             logps, entropies, aux = GRPOTrainer._get_per_token_logps_and_entropies(
                 self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
@@ -326,7 +332,7 @@ class OPEFOTrainer(EntropyGRPOTrainer):
         attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
         logits_to_keep = output["completion_ids"].size(1)
         batch_size = self.args.per_device_train_batch_size
-        power_sums = self.needs_power_sums
+        power_sums = self._estimator_needs_power_sums
         with (
             torch.no_grad(),
             disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
