@@ -63,7 +63,7 @@ class GenerationStats:
         logits = output[0] if isinstance(output, tuple) else output
         logp = torch.log_softmax(logits[:, -1, :].float() / self.temperature, dim=-1)
         p = logp.exp()
-        p_logp = torch.where(p > 0, p * logp, torch.zeros_like(p))  # 0 log 0 = 0
+        p_logp = (p * logp).nan_to_num_(0.0)  # 0 log 0 = 0 (a -inf logit)
         step = {"entropy": -p_logp.sum(-1)}
         if self.power_sums:
             step["sum_p2"] = p.square().sum(-1)
@@ -92,9 +92,8 @@ class GenerationStats:
         if longest == 0 or len(self.steps) < longest or any(s["entropy"].size(0) != batch for s in self.steps):
             return None
         device = self.steps[0]["entropy"].device
-        ids = torch.full((batch, longest), -1, dtype=torch.long, device=device)
-        for row, seq in enumerate(completion_ids):
-            ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long, device=device)
+        padded = [list(seq) + [-1] * (longest - len(seq)) for seq in completion_ids]
+        ids = torch.tensor(padded, dtype=torch.long, device=device)
         valid = ids >= 0
         steps = self.steps[:longest]
         last = steps[-1]
