@@ -233,7 +233,8 @@ def test_gradients_equal_trl_with_shaped_advantages_and_clipping_is_inert(tmp_pa
 
 @pytest.mark.parametrize("estimator", ["opefo", "exact"])
 def test_whole_update_batch_lambda_with_gradient_accumulation(tmp_path, estimator):
-    """GA = 2: lambda* is computed over both micro-batches at generation time, equal to the hand value over the batch."""
+    """GA = 2: lambda* is computed over both micro-batches at generation time (from the generation logits, no extra
+    forward), equal to the hand value over the batch."""
     Recording.seen = []
     trainer = build_trainer(
         Recording,
@@ -249,7 +250,10 @@ def test_whole_update_batch_lambda_with_gradient_accumulation(tmp_path, estimato
     assert full["completion_ids"].size(0) == 16
     lam, w, dh, mask = hand_lambda_and_weights(trainer, full, estimator=estimator)
     assert full["opefo_lambda"].item() == pytest.approx(lam, rel=1e-4)
-    torch.testing.assert_close(full["opefo_delta_h"].double()[mask], dh[mask], rtol=1e-4, atol=1e-7)
+    # From the generation logits (KV cache) vs a float64 forward: float32 rounding of log p and H, amplified where
+    # log p + H cancels, so the tolerance is relative to the batch's largest |Delta H|.
+    atol = 1e-5 * dh[mask].abs().max().item()
+    torch.testing.assert_close(full["opefo_delta_h"].double()[mask], dh[mask], rtol=1e-4, atol=atol)
 
     # Each micro-batch uses that lambda*; the step logs it once.
     trainer.current_gradient_accumulation_steps = 2
