@@ -11,7 +11,11 @@ flush: what a preemption or the OOM killer does) at the chosen point:
 - `during_generation:<n>`: in the n-th rollout generation of training, after the completions are sampled and before
   they are scored;
 - `micro_batch:<n>`: after the n-th training micro-batch (forward + backward), i.e. between the micro-batches of one
-  optimizer step when n is not a multiple of gradient_accumulation_steps.
+  optimizer step when n is not a multiple of gradient_accumulation_steps;
+- `select_write:<n>`: (`kill_resume_worker.py select ...` runs `healtrl select`) in the middle of writing the records
+  of the n-th scored batch: half of its first line is on disk.
+
+With HEALTRL_TEST_SCORED=<file>, `healtrl select` appends the question indices of every batch it scores to <file>.
 
 Without HEALTRL_TEST_KILL it is train.py. The hooks wrap methods of transformers' and TRL's classes, so the trainers'
 own code runs unchanged.
@@ -26,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-POINTS = ("after_save", "during_save", "during_generation", "micro_batch")
+POINTS = ("after_save", "during_save", "during_generation", "micro_batch", "select_write")
 
 
 def _die() -> None:
@@ -76,6 +80,26 @@ def install(spec: str) -> None:
             return outputs
 
         GRPOTrainer._generate = generate
+    elif point == "select_write":
+        from healtrl import selection
+
+        calls = [0]
+        original = selection._RecordStore.append
+
+        def append(self, records):
+            calls[0] += 1
+            if calls[0] == n:
+                import json
+
+                with open(self.records_path, "a") as f:
+                    line = json.dumps(records[0])
+                    f.write(line[: len(line) // 2])
+                    f.flush()
+                    os.fsync(f.fileno())
+                _die()
+            original(self, records)
+
+        selection._RecordStore.append = append
     else:
         original = GRPOTrainer.training_step
         calls = [0]
@@ -90,10 +114,29 @@ def install(spec: str) -> None:
         GRPOTrainer.training_step = training_step
 
 
+def count_scored(path: str) -> None:
+    from healtrl import selection
+
+    original = selection._score_batch
+
+    def score_batch(batch, *args, **kwargs):
+        with open(path, "a") as f:
+            f.write(" ".join(map(str, batch)) + "\n")
+        return original(batch, *args, **kwargs)
+
+    selection._score_batch = score_batch
+
+
 if __name__ == "__main__":
     spec = os.environ.get("HEALTRL_TEST_KILL")
     if spec:
         install(spec)
+    if os.environ.get("HEALTRL_TEST_SCORED"):
+        count_scored(os.environ["HEALTRL_TEST_SCORED"])
+    if sys.argv[1:2] == ["select"]:
+        from healtrl.selection import select_main
+
+        sys.exit(select_main(sys.argv[2:]))
     from healtrl.cli import train_main
 
     sys.exit(train_main(sys.argv[1:]))

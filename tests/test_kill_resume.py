@@ -73,8 +73,8 @@ def args_for(trainer: str, output_dir: Path) -> list[str]:
     return ["--config", config, *LAYOUT, *extra, "--output_dir", str(output_dir)]
 
 
-def run(args: list[str], kill: str | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO))
+def run(args: list[str], kill: str | None = None, **env_extra) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO), **env_extra)
     env.pop("HEALTRL_TEST_KILL", None)
     if kill:
         env["HEALTRL_TEST_KILL"] = kill
@@ -194,3 +194,33 @@ def test_every_trainer_resumes_to_the_uninterrupted_run(tmp_path, reference_runs
     value = str(out / "checkpoint-3") if resume == "path" else resume
     run([*args_for(trainer, out), "--resume_from_checkpoint", value])
     assert_same_run(reference, out, resume_step=3)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# healtrl select: killed while writing its records, resumed without rescoring finished questions
+# ---------------------------------------------------------------------------------------------------------------
+SELECT_ARGS = [
+    "select", "--model", "healtrl-toy/qwen2-add", "--dataset", "healtrl-toy/add+compare", "--reward", "toy",
+    "--num_rollouts", "4", "--top_k", "6", "--max_questions", "16", "--max_new_tokens", "4", "--batch_size", "4",
+    "--no_progress",
+]  # fmt: skip
+
+
+@pytest.mark.slow  # three `healtrl select` processes; tests/test_selection.py covers the resume in the default suite
+def test_select_killed_while_writing_records_resumes_without_rescoring(tmp_path, toy_models):
+    from healtrl import selection
+
+    full, out = tmp_path / "full", tmp_path / "run"
+    run([*SELECT_ARGS, "--output_dir", str(full)])
+    scored = tmp_path / "scored.txt"
+    run([*SELECT_ARGS, "--output_dir", str(out)], kill="select_write:3", HEALTRL_TEST_SCORED=str(scored))
+    first = [line.split() for line in scored.read_text().splitlines()]
+    assert len(first) == 3  # the third batch was scored, then the run died halfway through writing it
+    assert not (out / selection.RECORDS_FILE).read_text().endswith("\n")  # a torn last line
+    scored.unlink()
+    run([*SELECT_ARGS, "--output_dir", str(out)], HEALTRL_TEST_SCORED=str(scored))
+    second = [line.split() for line in scored.read_text().splitlines()]
+    # The two finished batches are not scored again; the torn one is.
+    assert second[0] == first[2] and not {i for b in first[:2] for i in b} & {i for b in second for i in b}
+    assert (out / selection.RECORDS_FILE).read_text() == (full / selection.RECORDS_FILE).read_text()
+    assert (out / selection.SELECTED_JSONL).read_text() == (full / selection.SELECTED_JSONL).read_text()
