@@ -73,16 +73,21 @@ def args_for(trainer: str, output_dir: Path) -> list[str]:
     return ["--config", config, *LAYOUT, *extra, "--output_dir", str(output_dir)]
 
 
-def run(args: list[str], kill: str | None = None, **env_extra) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO), **env_extra)
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"]
+
+
+def run(args: list[str], kill: str | None = None, processes: int = 1, **env_extra) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", **env_extra)
     env.pop("HEALTRL_TEST_KILL", None)
     if kill:
         env["HEALTRL_TEST_KILL"] = kill
+    launcher = [sys.executable] if processes == 1 else TORCHRUN
     result = subprocess.run(
-        [sys.executable, str(WORKER), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+        [*launcher, str(WORKER), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=900
     )
-    if kill:
-        assert result.returncode == -9, f"the run was to be killed at {kill}:\n{result.stderr[-3000:]}"
+    if kill:  # torchrun reports its workers' SIGKILL as a failure of its own
+        killed = result.returncode == -9 if processes == 1 else "Signal 9 (SIGKILL)" in result.stderr
+        assert killed, f"the run was to be killed at {kill}:\n{result.stderr[-3000:]}"
     else:
         assert result.returncode == 0, result.stderr[-3000:]
     return result
@@ -193,6 +198,23 @@ def test_every_trainer_resumes_to_the_uninterrupted_run(tmp_path, reference_runs
     assert (out / "checkpoint-3" / MARKER_FILE).exists()
     value = str(out / "checkpoint-3") if resume == "path" else resume
     run([*args_for(trainer, out), "--resume_from_checkpoint", value])
+    assert_same_run(reference, out, resume_step=3)
+
+
+@pytest.mark.slow
+def test_two_processes_resume_inside_a_rollout_batch_to_the_uninterrupted_run(tmp_path, toy_models):
+    """torchrun, 2 CPU processes (gloo): killed between the micro-batches of step 5, resumed from checkpoint-3, which
+    holds each process's part of an unfinished rollout batch."""
+    reference, out = tmp_path / "full", tmp_path / "run"
+    run(args_for("aer", reference), processes=2)
+    run(args_for("aer", out), kill="micro_batch:9", processes=2)
+    marker = json.loads((out / "checkpoint-3" / MARKER_FILE).read_text())
+    assert marker["num_processes"] == 2 and marker["mid_rollout"] is True
+    assert sorted(p.name for p in (out / "checkpoint-3").glob("healtrl_rollout_buffer_rank*.pt")) == [
+        "healtrl_rollout_buffer_rank0.pt",
+        "healtrl_rollout_buffer_rank1.pt",
+    ]
+    run([*args_for("aer", out), "--resume_from_checkpoint", "true"], processes=2)
     assert_same_run(reference, out, resume_step=3)
 
 

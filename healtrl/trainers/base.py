@@ -987,5 +987,18 @@ class EntropyGRPOTrainer(GRPOTrainer):
                 "processes as wrote the checkpoint, or from a checkpoint at a rollout-batch boundary."
             )
         self._step = micro_steps  # TRL's counter: where in the rollout batch the run stands
-        state = torch.load(path, map_location=self.accelerator.device, weights_only=True)
-        self._load_mid_rollout_state(state)
+        # Onto the CPU first: tensors saved by a CPU process of a gloo group carry the location tag "cpu:0", which
+        # torch.load cannot map to a device by itself; then onto this process's device.
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        device = self.accelerator.device
+
+        def to_device(value):
+            if isinstance(value, torch.Tensor):
+                return value.to(device)
+            if isinstance(value, dict):
+                return {key: to_device(item) for key, item in value.items()}
+            if isinstance(value, (list, tuple)):
+                return type(value)(to_device(item) for item in value)
+            return value
+
+        self._load_mid_rollout_state(to_device(state))
