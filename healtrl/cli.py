@@ -31,6 +31,14 @@ overrides). `healtrl eval --model <run folder>` makes the same check against the
 read in order (`healtrl.data.repeat_rows`, `apply_train_repeats`): few-shot baselines then run the same number of
 optimizer steps on full batches as the methods they are compared with.
 
+Crash-safe runs (`healtrl.checkpoints`): every checkpoint gets `healtrl_checkpoint.json` written last, so a folder
+the run was killed while writing is recognised as incomplete. `--resume_from_checkpoint true` (or `latest`) resumes
+from the last complete checkpoint of `output_dir` (skipping incomplete ones with a warning); a path resumes from that
+checkpoint, which must be complete. A checkpoint written by another trainer or under other settings that change the
+math is refused with an error naming each field (`resume_allow_mismatch` accepts listed ones). The divergence guard
+(`divergence_guard`, on by default) stops a run whose loss or gradients turn NaN/inf or whose policy entropy climbs to
+near uniform; the run files are still written, and the message names the last good checkpoint (exit code 3).
+
 `--dry_run` validates a config end to end without the Hub and without training (see `dry_run`): it parses the config,
 builds the trainer's config class, checks the model name, the reward functions, the dataset mapping and the reward
 columns on a local sample, the batch geometry, the run's length (optimizer steps and how often each training row is
@@ -283,6 +291,11 @@ def run_training(resolved: ResolvedConfig):
 
     trainer_cls, _ = get_trainer_classes(resolved.trainer_name)
     _check_extras_early(trainer_args)
+    # `true` / `latest` -> the last complete checkpoint of output_dir; before loading anything, so a run with nothing
+    # to resume from stops at once (healtrl.checkpoints.ResumeError).
+    from healtrl.checkpoints import resolve_resume_checkpoint
+
+    resume = resolve_resume_checkpoint(trainer_args.resume_from_checkpoint, trainer_args.output_dir)
 
     # Toy models are built (and offline models converted) on first use: let the main process fill the cache first.
     with trainer_args.main_process_first(local=True, desc="resolving the model"):
@@ -320,7 +333,14 @@ def run_training(resolved: ResolvedConfig):
         trainer.add_callback(periodic_eval_callback(script_args, trainer_args, trainer))
     if trainer.is_world_process_zero():  # now, so that `healtrl eval --checkpoints` can read a killed run's recipe
         write_config_file(resolved, trainer_args.output_dir)
-    trainer.train(resume_from_checkpoint=trainer_args.resume_from_checkpoint)
+    from healtrl.checkpoints import DivergenceError
+
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+    except DivergenceError:
+        if trainer.is_world_process_zero():  # the history up to the step that tripped the guard
+            write_run_files(trainer, resolved, trainer_args.output_dir)
+        raise
 
     output_dir = trainer_args.output_dir
     if script_args.save_final_model:
@@ -397,6 +417,7 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
     exit code. Without `--config` it runs the main job (`healtrl.main_job`: HEAL next to few-shot GRPO on the toy world,
     the overrides applied to both); `--dry_run` without `--config` checks the main job's HEAL config."""
     from healtrl._compat import MissingExtraError
+    from healtrl.checkpoints import DivergenceError, ResumeError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -413,8 +434,11 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
             return run_main_job(argv, prog=prog)
         resolved = resolve(argv, default=DEFAULT_CONFIG_YAML, prog=prog)
         trainer = run_training(resolved)
-    except (ConfigError, MissingExtraError) as exc:
+    except (ConfigError, MissingExtraError, ResumeError) as exc:
         return _error(str(exc))
+    except DivergenceError as exc:
+        _error(str(exc))
+        return 3
     trainer.end()  # finish trackers, destroy the process group
     return 0
 

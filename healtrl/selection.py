@@ -465,9 +465,14 @@ class _RecordStore:
                 "--output_dir, or pass --overwrite to discard it."
             )
         else:
-            with open(self.settings_path, "w") as f:
+            # Atomically (temporary file + rename): a run killed here must not leave a torn settings file.
+            tmp = f"{self.settings_path}.tmp-{os.getpid()}"
+            with open(tmp, "w") as f:
                 json.dump({"fingerprint": self.fingerprint, "settings": settings}, f, indent=2, sort_keys=True)
                 f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.settings_path)
 
     def load(self) -> dict[int, dict]:
         """Finished records by question index; a torn last line (interrupted write) is cut off the file."""

@@ -311,18 +311,28 @@ def test_resume_mid_rollout_batch_that_cannot_continue_the_batch_is_refused(tmp_
     out = tmp_path / "full"
     build_trainer(AERTrainer, AERConfig, out, save_strategy="steps", save_steps=2, **cfg).train()
     checkpoint = out / "checkpoint-2"
-    # Another rollout-batch layout: the saved half batch does not fit.
+    # Another rollout-batch layout: refused as a changed setting; accepted, the saved half batch still does not fit.
     other = build_trainer(AERTrainer, AERConfig, tmp_path / "other", **dict(cfg, max_steps=4, steps_per_generation=2))
-    with pytest.raises(ValueError, match="middle of a rollout batch of 4 micro-batches"):
+    with pytest.raises(ValueError, match="steps_per_generation: checkpoint 4, this run 2"):
         other.train(resume_from_checkpoint=str(checkpoint))
-    # Written by 2 processes (as the state says): this process's part alone is not the batch.
-    state_path = checkpoint / "healtrl_state.json"
-    state = json.loads(state_path.read_text())
-    state_path.write_text(json.dumps(dict(state, num_processes=2)))
+    allow = ["generation_batch_size", "steps_per_generation"]
+    other = build_trainer(
+        AERTrainer,
+        AERConfig,
+        tmp_path / "other",
+        **dict(cfg, max_steps=4, steps_per_generation=2),
+        resume_allow_mismatch=allow,
+    )
+    with pytest.raises(ValueError, match="middle of a rollout batch of 4 micro-batches"), pytest.warns(RuntimeWarning):
+        other.train(resume_from_checkpoint=str(checkpoint))
+    # Written by 2 processes (as the checkpoint's marker says): this process's part alone is not the batch.
+    marker_path = checkpoint / "healtrl_checkpoint.json"
+    marker = json.loads(marker_path.read_text())
+    marker_path.write_text(json.dumps(dict(marker, num_processes=2)))
     two = build_trainer(AERTrainer, AERConfig, tmp_path / "two", **dict(cfg, max_steps=4))
-    with pytest.raises(ValueError, match="by 2 processes"):
+    with pytest.raises(ValueError, match="num_processes: checkpoint 2, this run 1"):
         two.train(resume_from_checkpoint=str(checkpoint))
-    state_path.write_text(json.dumps(state))
+    marker_path.write_text(json.dumps(marker))
     # The process's part of the batch is missing.
     os.remove(checkpoint / ROLLOUT_BUFFER_FILE.format(rank=0))
     resumed = build_trainer(AERTrainer, AERConfig, tmp_path / "resumed", **dict(cfg, max_steps=4))

@@ -13,30 +13,27 @@
   token entropies over the number of tokens) or per sequence (the sum of the per-sequence mean token entropies over
   the number of sequences with at least one token), as the trainer's `_entropy_measure` says. Identical on every rank.
   The controller sees it in `update_controller(entropy)`.
-- Resume in the middle of a rollout batch: TRL keeps the rollout batch in `_buffered_inputs` and counts micro-batches
-  in `_step`, neither of which it checkpoints, so a run resumed mid-batch would generate a new rollout batch at once
-  and restart the count. The checkpointed method state holds the micro-batch count and the partial entropy window;
-  when a checkpoint falls inside a rollout batch every process also saves its part of the rollout batch
-  (`healtrl_rollout_buffer_rank{r}.pt`), so that the resumed run takes the same updates as an uninterrupted one.
+- Resume in the middle of a rollout batch: the checkpointed method state holds the partial entropy window; TRL's
+  micro-batch count and each process's part of an unfinished rollout batch are checkpointed by the base trainer for
+  every healtrl trainer (`EntropyGRPOTrainer._save_checkpoint`), so that the resumed run takes the same updates as an
+  uninterrupted one.
 - Reproducible random streams: a fresh `torch.Generator` per call, seeded from (seed, process, call counter); the
   counter is part of the checkpointed method state, so a resumed run draws what an uninterrupted run would.
 """
 
 from __future__ import annotations
 
-import os
 import weakref
 from typing import Any
 
 import torch
 from transformers import TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..functional.aer import sequence_entropies
+from .base import ROLLOUT_BUFFER_FILE  # noqa: F401  (re-exported: the file name of the per-process rollout buffers)
 
 CONTROLLER_UPDATES = ("rollout_batch", "optimizer_step")
 ENTROPY_MEASURES = ("token", "sequence")
-ROLLOUT_BUFFER_FILE = "healtrl_rollout_buffer_rank{rank}.pt"
 
 
 def check_controller_update(args, field_name: str = "controller_update", active: bool = True) -> None:
@@ -93,18 +90,8 @@ class EntropyControlMixin:
         self._step_entropy_stats: torch.Tensor | None = None  # this process, current optimizer step
         self._window_entropy: list[float] | None = None  # all processes, earlier optimizer steps of the rollout batch
         self._rng_calls = 0
-        self._resume_mid_rollout = False
         if track_entropy:
             self.add_callback(_StepEndCallback(self))
-
-    @property
-    def _generate_every(self) -> int:
-        """Micro-batches per rollout batch (TRL generates once every this many `training_step`s)."""
-        return self.args.steps_per_generation * self.num_iterations
-
-    def _at_rollout_boundary(self) -> bool:
-        """Whether the micro-batches done so far (TRL's `_step`) end a rollout batch."""
-        return self._step % self._generate_every == 0
 
     # -- global entropy of a window ---------------------------------------------------------------------------------
     def _record_entropy(self, batch) -> None:
@@ -155,73 +142,10 @@ class EntropyControlMixin:
 
     # -- checkpoint / resume -------------------------------------------------------------------------------------------
     def _control_state(self) -> dict[str, Any]:
-        """The mixin's part of `method_state` (JSON): RNG counter, TRL's micro-batch count, partial entropy window."""
-        return {
-            "rng_calls": self._rng_calls,
-            "micro_steps": int(self._step),
-            "micro_steps_per_rollout_batch": self._generate_every,
-            "num_processes": self.accelerator.num_processes,
-            "window_entropy": self._window_entropy,
-        }
+        """The mixin's part of `method_state` (JSON): the RNG counter and the partial entropy window."""
+        return {"rng_calls": self._rng_calls, "window_entropy": self._window_entropy}
 
     def _load_control_state(self, state: dict[str, Any]) -> None:
         self._rng_calls = int(state.get("rng_calls", 0))
         window = state.get("window_entropy")
         self._window_entropy = None if window is None else [float(window[0]), float(window[1])]
-        if "micro_steps" not in state:
-            return
-        micro_steps = int(state["micro_steps"])
-        saved_every = int(state.get("micro_steps_per_rollout_batch", self._generate_every))
-        if micro_steps % saved_every == 0:  # saved at a rollout-batch boundary: the next step generates
-            self._step = micro_steps if micro_steps % self._generate_every == 0 else 0
-            return
-        if saved_every != self._generate_every:
-            raise ValueError(
-                f"The checkpoint was written in the middle of a rollout batch of {saved_every} micro-batches, but this "
-                f"run's rollout batches have {self._generate_every} (steps_per_generation * num_iterations). Resume "
-                "with the checkpoint's steps_per_generation and num_iterations."
-            )
-        saved_processes = int(state.get("num_processes", self.accelerator.num_processes))
-        if saved_processes != self.accelerator.num_processes:
-            raise ValueError(
-                f"The checkpoint was written in the middle of a rollout batch by {saved_processes} processes, each "
-                f"holding its part of the batch; this run has {self.accelerator.num_processes}. Resume with "
-                f"{saved_processes} processes, or from a checkpoint at a rollout-batch boundary."
-            )
-        self._step = micro_steps  # TRL's counter: where in the rollout batch the run stands
-        self._resume_mid_rollout = True
-
-    def _mid_rollout_state(self) -> dict[str, Any]:
-        """What this process holds of an unfinished rollout batch, beyond the JSON state (torch-saved per rank)."""
-        return {"buffered_inputs": self._buffered_inputs}
-
-    def _load_mid_rollout_state(self, state: dict[str, Any]) -> None:
-        self._buffered_inputs = state["buffered_inputs"]
-
-    def _rollout_buffer_path(self, checkpoint: str) -> str:
-        return os.path.join(checkpoint, ROLLOUT_BUFFER_FILE.format(rank=self.accelerator.process_index))
-
-    def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
-        if self._at_rollout_boundary() or self._buffered_inputs is None:
-            return  # the next step generates a new rollout batch: nothing of the current one is needed
-        output_dir = os.path.join(
-            self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        )
-        os.makedirs(output_dir, exist_ok=True)
-        torch.save(self._mid_rollout_state(), self._rollout_buffer_path(output_dir))
-
-    def _load_optimizer_and_scheduler(self, checkpoint):
-        super()._load_optimizer_and_scheduler(checkpoint)  # loads the method state (`load_method_state`)
-        if checkpoint is None or not self._resume_mid_rollout:
-            return
-        self._resume_mid_rollout = False
-        path = self._rollout_buffer_path(checkpoint)
-        if not os.path.exists(path):
-            raise FileNotFoundError(
-                f"{checkpoint} was saved in the middle of a rollout batch, but {os.path.basename(path)} (this "
-                "process's part of that batch) is missing: the run cannot continue the batch. Resume with as many "
-                "processes as wrote the checkpoint, or from a checkpoint at a rollout-batch boundary."
-            )
-        state = torch.load(path, map_location=self.accelerator.device, weights_only=True)
-        self._load_mid_rollout_state(state)

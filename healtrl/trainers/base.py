@@ -52,6 +52,7 @@ from ..model_card import CURVES_IMAGE, GRPO_PAPER
 from ._kernel_bridge import healtrl_lm_head, scatter_power_sums
 
 STATE_FILE = "healtrl_state.json"
+ROLLOUT_BUFFER_FILE = "healtrl_rollout_buffer_rank{rank}.pt"
 
 
 @dataclass
@@ -71,6 +72,24 @@ class EntropyGRPOConfig(GRPOConfig):
             generates (no vLLM, no paged generation, no tools), the logits the generation computes anyway (a forward
             hook on the LM head: the same policy and temperature, no extra forward); else one no-grad forward with the
             fused kernel. `"forward"`: never from the generation logits (always a forward pass).
+        resume_allow_mismatch (`list[str]`, *optional*):
+            Settings that may differ from the checkpoint's when resuming. Without it, resuming refuses (naming each
+            field and both values) a checkpoint written with other values of the config fields that change the math
+            (`healtrl.checkpoints.math_fields`: the method's own fields and GRPO's loss, rollout and batch-layout
+            fields, `seed`), or by another healtrl or TRL version (`healtrl_version`, `trl_version`). Another trainer,
+            or another number of processes for a checkpoint written in the middle of a rollout batch, is always
+            refused.
+        divergence_guard (`bool`, *optional*, defaults to `True`):
+            Before every optimizer step, stop training with `healtrl.checkpoints.DivergenceError` when the loss or a
+            gradient is NaN/inf, or when the step's policy entropy exceeds `divergence_entropy_fraction` times
+            log(vocabulary size) after an earlier step was below half of that (a randomly initialised model starts
+            near uniform and does not trip it; `healtrl/trainers/_guard.py`). The step's update is not applied and no checkpoint of it is written; the last
+            complete checkpoint stays the last good one. `divergence/nonfinite` and `divergence/entropy_fraction`
+            (entropy / log V) are logged every step either way.
+        divergence_entropy_fraction (`float`, *optional*, defaults to `0.95`):
+            The guard's entropy threshold as a fraction of log(vocabulary size), the entropy of the uniform
+            distribution. Generous by default: on the toy model (103 tokens, log V = 4.63 nats) OPEFO's highest entropy
+            (4.03 nats, `benchmarks/results/toy_study.md`) is 0.87 of it.
     """
 
     rollout_entropy: bool = field(
@@ -118,7 +137,39 @@ class EntropyGRPOConfig(GRPOConfig):
         },
     )
 
+    resume_allow_mismatch: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Settings that may differ from the checkpoint's when resuming (healtrl.checkpoints.check_resume "
+            "refuses any other difference): config fields that change the math (e.g. tau, entropy_method, "
+            "num_generations, seed), healtrl_version, trl_version. Only list a change you intend."
+        },
+    )
+    divergence_guard: bool = field(
+        default=True,
+        metadata={
+            "help": "Stop training with a clear error (DivergenceError) before an optimizer step whose loss or "
+            "gradients are NaN/inf, or whose policy entropy (token mean of the loss forward, all processes) exceeds "
+            "divergence_entropy_fraction * log(vocabulary size); no checkpoint of that step is written. Logs "
+            "divergence/nonfinite and divergence/entropy_fraction every step either way."
+        },
+    )
+    divergence_entropy_fraction: float = field(
+        default=0.95,
+        metadata={
+            "help": "Entropy threshold of the divergence guard as a fraction of log(vocabulary size), the entropy of "
+            "the uniform distribution (1.0: only non-finite values stop the run)."
+        },
+    )
+
     def __post_init__(self):
+        if not 0.0 < float(self.divergence_entropy_fraction) <= 1.0:
+            raise ValueError(
+                f"divergence_entropy_fraction must be in (0, 1] (a fraction of the uniform entropy log V); got "
+                f"{self.divergence_entropy_fraction!r}. Set divergence_guard: false to switch the guard off."
+            )
+        if isinstance(self.resume_allow_mismatch, str):
+            self.resume_allow_mismatch = [self.resume_allow_mismatch]
         if self.entropy_flow_estimator not in ("opefo", "steer", "exact"):
             raise ValueError(
                 f"entropy_flow_estimator must be one of opefo, steer, exact; got {self.entropy_flow_estimator!r}."
@@ -132,6 +183,16 @@ class EntropyGRPOConfig(GRPOConfig):
         super().__post_init__()
         # The optional extras (`report_to` backends, vLLM, liger-kernel) are checked by the trainer, after TRL's own
         # checks of the same configuration (see `EntropyGRPOTrainer.__init__`).
+        if self.resume_allow_mismatch:
+            from ..checkpoints import VERSION_FIELDS, math_fields
+
+            known = [*math_fields(self), *VERSION_FIELDS]
+            unknown = [name for name in self.resume_allow_mismatch if name not in known]
+            if unknown:
+                raise ValueError(
+                    f"resume_allow_mismatch: {unknown} are not settings compared on resume; allowed: "
+                    f"{', '.join(known)}."
+                )
 
 
 @dataclass
@@ -364,6 +425,12 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
         self._rollout_entropies = None  # captured from TRL's old-log-prob pass or the generation logits
         self._capture_rollout_entropy = False
         self._warned_generation_entropy = False
+        self._guard = None
+        if self.args.divergence_guard:  # healtrl/trainers/_guard.py
+            from ._guard import DivergenceGuard
+
+            self._guard = DivergenceGuard(self, self.args.divergence_entropy_fraction)
+            self.add_callback(self._guard)
 
     # ------------------------------------------------------------------------------------------------------------
     # Config: built, converted or checked once at construction; read through `_arg`
@@ -512,6 +579,8 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
         if extra is not None:
             normalizer = self.current_gradient_accumulation_steps if batch.mode == "train" else 1.0
             loss = loss + extra / normalizer
+        if self._guard is not None and self._mode == "train":
+            self._guard.record(batch, loss)
         return loss
 
     def _lm_head(self, power_sums: bool = False):
@@ -896,22 +965,109 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
             self._write_model_card(output_dir if output_dir is not None else self.args.output_dir)
 
     # ------------------------------------------------------------------------------------------------------------
-    # Checkpointed method state
+    # Checkpoints: method state, resume in the middle of a rollout batch, completion marker (healtrl.checkpoints)
     # ------------------------------------------------------------------------------------------------------------
+    # TRL keeps the rollout batch in `_buffered_inputs` and counts micro-batches in `_step`, neither of which it
+    # checkpoints, so a run resumed in the middle of a rollout batch would generate a new batch at once and restart the
+    # count. The marker records the count and the batch layout; when a checkpoint falls inside a rollout batch every
+    # process also saves its part of the batch (`healtrl_rollout_buffer_rank{r}.pt`), so that the resumed run takes
+    # the same updates as an uninterrupted one.
+    @property
+    def _generate_every(self) -> int:
+        """Micro-batches per rollout batch (TRL generates once every this many `training_step`s)."""
+        return self.args.steps_per_generation * self.num_iterations
+
+    def _at_rollout_boundary(self) -> bool:
+        """Whether the micro-batches done so far (TRL's `_step`) end a rollout batch."""
+        return self._step % self._generate_every == 0
+
+    def _rollout_position(self) -> dict[str, Any]:
+        return {
+            "micro_steps": int(self._step),
+            "micro_steps_per_rollout_batch": self._generate_every,
+            "mid_rollout": not self._at_rollout_boundary() and self._buffered_inputs is not None,
+        }
+
+    def _mid_rollout_state(self) -> dict[str, Any]:
+        """What this process holds of an unfinished rollout batch, beyond the JSON state (torch-saved per rank)."""
+        return {"buffered_inputs": self._buffered_inputs}
+
+    def _load_mid_rollout_state(self, state: dict[str, Any]) -> None:
+        self._buffered_inputs = state["buffered_inputs"]
+
+    def _rollout_buffer_path(self, checkpoint: str) -> str:
+        return os.path.join(checkpoint, ROLLOUT_BUFFER_FILE.format(rank=self.accelerator.process_index))
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, ignore_keys_for_eval=None, **kwargs):
+        """`transformers.Trainer.train`, with crash-safe resume (`healtrl.checkpoints`).
+
+        Args:
+            resume_from_checkpoint (`str` or `bool`, *optional*):
+                `True`, `"true"` or `"latest"`: the last complete checkpoint of `args.output_dir` (incomplete folders
+                are skipped with a warning); a path: that checkpoint, which must be complete. The checkpoint must have
+                been written by this trainer under the same settings (`check_resume`; `resume_allow_mismatch`).
+        """
+        from ..checkpoints import check_resume, read_marker, resolve_resume_checkpoint
+
+        checkpoint = resolve_resume_checkpoint(resume_from_checkpoint, self.args.output_dir)
+        if checkpoint is not None:
+            accepted = check_resume(read_marker(checkpoint), self, checkpoint)
+            if accepted:
+                warnings.warn(
+                    f"Resuming from {checkpoint} with accepted differences: {'; '.join(accepted)}.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        return super().train(
+            resume_from_checkpoint=checkpoint, trial=trial, ignore_keys_for_eval=ignore_keys_for_eval, **kwargs
+        )
+
     def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
+        from transformers.trainer import rotate_checkpoints
+
+        from ..checkpoints import MARKER_FILE, _fsync_dir, checkpoint_info, torch_save_atomic, write_json_atomic
+
+        run_dir = self._get_output_dir(trial=trial)
+        output_dir = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        marker = os.path.join(output_dir, MARKER_FILE)
+        if self._guard is not None:
+            self._guard.check_weights(self)  # never write a checkpoint of a model with NaN/inf weights
+        if self.args.should_save and os.path.exists(marker):
+            os.remove(marker)  # a folder of an earlier attempt at this step: incomplete until this save ends
+        # transformers deletes old checkpoints (`save_total_limit`) at the end of its save: only once this one is
+        # complete here, so that a run killed while saving keeps its last complete checkpoints.
+        limit = self.args.save_total_limit
+        self.args.save_total_limit = None
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
         state = self.method_state()
         if state and self.args.should_save:
-            output_dir = os.path.join(
-                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            write_json_atomic(os.path.join(output_dir, STATE_FILE), state)
+        rollout = self._rollout_position()
+        if rollout["mid_rollout"]:
+            os.makedirs(output_dir, exist_ok=True)
+            torch_save_atomic(self._mid_rollout_state(), self._rollout_buffer_path(output_dir))
+        self.accelerator.wait_for_everyone()  # every process's files are written
+        if self.args.should_save:
+            _fsync_dir(output_dir)
+            extra = {"guard": self._guard.state()} if self._guard is not None else {}
+            write_json_atomic(marker, checkpoint_info(self, {**rollout, **extra}))
+            _fsync_dir(output_dir)
+            rotate_checkpoints(
+                output_dir=run_dir,
+                save_total_limit=limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=True,
             )
-            with open(os.path.join(output_dir, STATE_FILE), "w") as f:
-                json.dump(state, f, indent=2)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is None:
             return
+        from ..checkpoints import is_complete, read_marker
+
         path = os.path.join(checkpoint, STATE_FILE)
         if os.path.exists(path):
             with open(path) as f:
@@ -921,3 +1077,43 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
                 f"Resuming {type(self).__name__} from {checkpoint}, which has no {STATE_FILE}: the method's state "
                 "(coefficients, schedules) cannot be restored. Resume from a checkpoint this trainer wrote."
             )
+        if is_complete(checkpoint):
+            self._restore_rollout_position(read_marker(checkpoint), checkpoint)
+
+    def _restore_rollout_position(self, info: dict[str, Any], checkpoint: str) -> None:
+        if self._guard is not None and info.get("guard"):
+            self._guard.load_state(info["guard"])
+        micro_steps = int(info.get("micro_steps", 0))
+        saved_every = int(info.get("micro_steps_per_rollout_batch", self._generate_every))
+        if not info.get("mid_rollout"):  # saved at a rollout-batch boundary: the next step generates
+            self._step = micro_steps if micro_steps % self._generate_every == 0 else 0
+            return
+        if saved_every != self._generate_every:
+            raise ValueError(
+                f"The checkpoint was written in the middle of a rollout batch of {saved_every} micro-batches, but this "
+                f"run's rollout batches have {self._generate_every} (steps_per_generation * num_iterations). Resume "
+                "with the checkpoint's steps_per_generation and num_iterations."
+            )
+        path = self._rollout_buffer_path(checkpoint)
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"{checkpoint} was saved in the middle of a rollout batch, but {os.path.basename(path)} (this "
+                "process's part of that batch) is missing: the run cannot continue the batch. Resume with as many "
+                "processes as wrote the checkpoint, or from a checkpoint at a rollout-batch boundary."
+            )
+        self._step = micro_steps  # TRL's counter: where in the rollout batch the run stands
+        # Onto the CPU first: tensors saved by a CPU process of a gloo group carry the location tag "cpu:0", which
+        # torch.load cannot map to a device by itself; then onto this process's device.
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        device = self.accelerator.device
+
+        def to_device(value):
+            if isinstance(value, torch.Tensor):
+                return value.to(device)
+            if isinstance(value, dict):
+                return {key: to_device(item) for key, item in value.items()}
+            if isinstance(value, (list, tuple)):
+                return type(value)(to_device(item) for item in value)
+            return value
+
+        self._load_mid_rollout_state(to_device(state))
