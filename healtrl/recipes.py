@@ -39,6 +39,7 @@ import json
 import math
 import os
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -536,6 +537,19 @@ def _has_weights(folder: str) -> bool:
     return any(os.path.isfile(os.path.join(folder, name)) for name in ("config.json", "adapter_config.json"))
 
 
+_MARKER = "healtrl_checkpoint.json"  # healtrl.checkpoints.MARKER_FILE: written last, once a checkpoint is complete
+# Files the Trainer writes into a checkpoint after the model: a folder holding one of them but no marker was cut short.
+_TRAINER_FILES = ("trainer_state.json", "optimizer.pt", "scheduler.pt", "training_args.bin")
+
+
+def _written_completely(path: str) -> bool:
+    """A model folder saved by hand (no trainer files) counts as complete; a trainer's checkpoint needs the marker."""
+    names = set(os.listdir(path))
+    if _MARKER in names:
+        return True
+    return not any(n in names or n.startswith("rng_state") for n in _TRAINER_FILES)
+
+
 def find_checkpoints(run_dir: str | os.PathLike, include_final: bool = False) -> list[dict[str, Any]]:
     """The saved models of a training run, by step: `{"checkpoint": "checkpoint-N", "step": N, "path"}` for every
     `checkpoint-N` folder holding a model (`config.json`) or adapter (`adapter_config.json`), then, with
@@ -552,6 +566,15 @@ def find_checkpoints(run_dir: str | os.PathLike, include_final: bool = False) ->
         match = re.fullmatch(rf"{CHECKPOINT_PREFIX}-(\d+)", name)
         path = os.path.join(run_dir, name)
         if match and os.path.isdir(path) and _has_weights(path):
+            if not _written_completely(path):
+                warnings.warn(
+                    f"{path} was written by a trainer but has no completion marker ({_MARKER}): a checkpoint cut short "
+                    "by a kill, or one written before healtrl marked complete checkpoints. It is not evaluated; pass it "
+                    "to `healtrl eval --model` to evaluate it anyway.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                continue
             found.append({"checkpoint": name, "step": int(match.group(1)), "path": path})
     found.sort(key=lambda c: c["step"])
     if include_final:

@@ -393,3 +393,21 @@ def test_train_dry_run_reports_the_rule_and_refuses_unsaved_candidates(capsys):
     assert "best checkpoint: highest mean pass@1 over toy-add" in capsys.readouterr().out
     assert main([*base, "--save_strategy", "steps", "--save_steps", "15"]) == 2
     assert "best_checkpoint.every_steps is 20 but save_steps is 15" in capsys.readouterr().err
+
+
+def test_a_trainer_checkpoint_without_its_completion_marker_is_not_evaluated(tmp_path):
+    """A checkpoint the Trainer was still writing when the run was killed (trainer files, no healtrl marker) is skipped
+    with a warning naming it; with the marker it is a candidate; a model folder saved by hand needs none."""
+    from healtrl.checkpoints import MARKER_FILE
+    from healtrl.recipes import find_checkpoints
+
+    for step in (10, 20, 30):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+    (tmp_path / "checkpoint-20" / "trainer_state.json").write_text("{}")  # cut short: no marker
+    (tmp_path / "checkpoint-30" / "trainer_state.json").write_text("{}")
+    (tmp_path / "checkpoint-30" / MARKER_FILE).write_text("{}")
+    with pytest.warns(UserWarning, match="checkpoint-20.*no completion marker"):
+        found = find_checkpoints(tmp_path)
+    assert [c["checkpoint"] for c in found] == ["checkpoint-10", "checkpoint-30"]
