@@ -225,7 +225,7 @@ class OPEFOTrainer(EntropyGRPOTrainer):
     # ------------------------------------------------------------------------------------------------------------
     def _rollout_stats_source(self) -> str | None:
         """Where this generation batch's per-token statistics come from; None when lambda* needs none from it."""
-        if not (self.model.training and self.args.gradient_accumulation_steps > 1):
+        if not (self.model.training and self._arg("gradient_accumulation_steps") > 1):
             return None  # computed in the loss forward of the whole update batch
         if self._trl_computes_old_logps():
             return "old_logps"  # vLLM with importance-sampling correction: TRL's no-grad forward runs anyway
