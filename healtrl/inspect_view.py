@@ -538,15 +538,20 @@ def _build_parser(prog: str) -> _Parser:
     return p
 
 
+def _check_model_name(flag: str, name: str) -> None:
+    """A name written as a local path must exist (a Hub id is checked when it loads)."""
+    looks_local = name.startswith((os.sep, ".", "~")) or bool(os.path.splitdrive(name)[0])
+    if looks_local and not os.path.exists(os.path.expanduser(name)):
+        raise InspectError(f"{flag} {name}: no such folder (a local model folder, a Hub id or a healtrl-toy/... name).")
+
+
 def _load(flag: str, name: str, args):
     from transformers import AutoTokenizer
 
     from healtrl.evaluation import _load_hf_model
     from healtrl.models import resolve_model_path
 
-    looks_local = name.startswith((os.sep, ".", "~")) or os.path.splitdrive(name)[0]
-    if looks_local and not os.path.exists(os.path.expanduser(name)):
-        raise InspectError(f"{flag} {name}: no such folder.")
+    _check_model_name(flag, name)
     try:
         path = resolve_model_path(os.path.expanduser(name))
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)
@@ -566,6 +571,9 @@ def inspect(args, progress: bool = True) -> list[InspectRun]:
     for flag, ok, expected in checks:
         if not ok:
             raise InspectError(f"{flag} must be {expected}, got {getattr(args, flag[2:])!r}.")
+    for flag, name in (("--model", args.model), ("--model2", args.model2)):
+        if name is not None:
+            _check_model_name(flag, name)
     dataset, reward = load_prompts(args.prompts, args.num_prompts, args.seed, raw_prompt=args.raw_prompt)
     runs = []
     for flag, name in (("--model", args.model), ("--model2", args.model2)):
@@ -590,7 +598,16 @@ def inspect_main(argv: list[str] | None = None, prog: str = "healtrl inspect") -
         from healtrl.cli import configure_threads
 
         configure_threads()
-        runs = inspect(args, progress=not args.no_progress)
+        from transformers.utils import logging as hf_logging
+
+        bars = hf_logging.is_progress_bar_enabled()
+        if args.no_progress:
+            hf_logging.disable_progress_bar()
+        try:
+            runs = inspect(args, progress=not args.no_progress)
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
         paths = write_outputs(runs, args.output_dir, args.max_entropy, args.high_entropy)
     except InspectError as exc:
         print(f"error: {exc}", file=sys.stderr)
