@@ -192,3 +192,15 @@ def test_bad_inputs_exit_2_naming_the_flag(tmp_path, capsys, case, flag, words):
     for word in words:
         assert word in message
     assert not (out / "inspect.html").exists()
+
+
+def test_dataset_file_prompts(tmp_path):
+    data = tmp_path / "prompts.jsonl"
+    rows = [{"prompt": [{"role": "user", "content": q}], "answer": a} for q, a in [("2+2=", "4"), ("5+1=", "6")]]
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "out"
+    assert main(["inspect", "--model", MODEL, "--prompts", str(data), "--num_prompts", "1", "--k", "2",
+                 "--max_new_tokens", "4", "--no_progress", "--output_dir", str(out)]) == 0  # fmt: skip
+    run = json.loads((out / "inspect.json").read_text())["runs"][0]
+    assert [p["prompt"] for p in run["prompts"]] == [rows[0]["prompt"]]
+    assert len(run["prompts"][0]["completions"]) == 2
