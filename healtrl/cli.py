@@ -5,6 +5,7 @@ healtrl train --config configs/toy_grpo.yaml --max_steps 50     # same as: pytho
 healtrl train                                                   # the main job: HEAL vs GRPO (healtrl/main_job.py)
 python train.py --config configs/aer_qwen3_4b_deepscaler.yaml --dry_run --num_processes 32   # check, do not train
 healtrl eval --model outputs/toy_grpo --tasks toy-add --k 8 --max_new_tokens 4
+healtrl inspect --model healtrl-toy/qwen2-add --prompts task:toy-add --k 4 --max_new_tokens 6 --output_dir out/inspect
 accelerate launch --config_file configs/accelerate/ddp_8gpu.yaml train.py --config my_run.yaml
 torchrun --nproc_per_node 2 train.py --config configs/toy_grpo.yaml --per_device_train_batch_size 64
 ```
@@ -73,6 +74,7 @@ SUBCOMMANDS = {
     "train": "Train a model with a healtrl trainer (same as `python train.py`).",
     "select": "Select general-domain data for HEAL by uncertainty x diversity (healtrl.selection).",
     "eval": "Evaluate a model on tasks: avg@k, pass@k and response length (healtrl.evaluation).",
+    "inspect": "Sample completions and view their per-token entropies as HTML + PNG (healtrl.inspect_view).",
 }
 
 
@@ -1197,6 +1199,10 @@ def main(argv: list[str] | None = None) -> int:
         from healtrl.evaluation import eval_main
 
         return eval_main(rest, prog="healtrl eval")
+    if command == "inspect":
+        from healtrl.inspect_view import inspect_main
+
+        return inspect_main(rest, prog="healtrl inspect")
     if command in SUBCOMMANDS:
         return _error(f"`healtrl {command}` is not available yet. Available now: `healtrl train`.")
     import difflib

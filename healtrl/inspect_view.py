@@ -1,0 +1,623 @@
+"""`healtrl inspect`: per-token entropy views of sampled completions, as one self-contained HTML page and a PNG.
+
+```bash
+healtrl inspect --model healtrl-toy/qwen2-add --prompts task:toy-add --num_prompts 4 --k 4 --max_new_tokens 6 \
+    --output_dir outputs/inspect_toy
+healtrl inspect --model outputs/heal_run --model2 Qwen/Qwen3-1.7B-Base --prompts task:math500 --num_prompts 8 --k 4 \
+    --max_new_tokens 2048 --output_dir outputs/inspect_heal_vs_base
+```
+
+For every prompt, `k` completions are sampled with transformers' `generate` (seeded with `--seed`; with `--model2`
+both models sample from the same seed, so a difference comes from the models). The exact full-vocabulary entropy of
+the sampling distribution at every completion token, H(softmax(z_t / T)) at the sampling temperature T as TRL's
+GRPOTrainer computes it, comes from one no-grad forward of prompt + completion through the fused LM-head kernel
+(`healtrl.kernels.fused_logprob_entropy`), with the probability of the sampled token. When the prompts come from a
+task (`--prompts task:NAME`), the task's reward scores every completion.
+
+Written to `--output_dir`:
+
+* `inspect.html`: one page, no network (inline CSS, no scripts or fonts from elsewhere): each completion's tokens
+  coloured by entropy on a fixed scale (0 to `--max_entropy` nats, legend at the top), the title (hover) text of
+  every token giving its entropy and probability, each completion's reward and mean entropy, the k completions of a
+  prompt side by side (with `--model2`, the two models' columns side by side and the entropy difference);
+* `inspect_summary.png`: histogram of token entropies, mean entropy by position, the most frequent high-entropy
+  tokens;
+* `inspect.json`: everything on the page (token ids, texts, entropies, probabilities, rewards), for analysis.
+
+Generation (`sample`), entropies (`token_stats`), rendering (`render_html`, `render_summary_png`) are separate
+functions; `inspect_main` is the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import math
+import os
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "CompletionView",
+    "InspectRun",
+    "PromptGroup",
+    "entropy_colour",
+    "inspect_main",
+    "load_prompts",
+    "render_html",
+    "render_summary_png",
+    "sample",
+    "token_stats",
+]
+
+HTML_FILE = "inspect.html"
+PNG_FILE = "inspect_summary.png"
+JSON_FILE = "inspect.json"
+DEFAULT_MAX_ENTROPY = 2.0
+"""Top of the colour scale in nats; higher entropies get the top colour (the legend says so)."""
+HIGH_ENTROPY = 0.672
+"""Default threshold (nats) of the "high-entropy tokens" panel: the 80th percentile of token entropy reported by Wang
+et al. 2025 ("Beyond the 80/20 Rule", Qwen3-8B chain-of-thought), a fixed reference point (`--high_entropy`)."""
+
+
+class InspectError(ValueError):
+    """A bad input of `healtrl inspect`; the message names the flag."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Data
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class CompletionView:
+    """One sampled completion with its per-token statistics."""
+
+    token_ids: list[int]
+    tokens: list[str]
+    entropies: list[float]
+    probs: list[float]
+    text: str
+    truncated: bool
+    reward: float | None = None
+
+    @property
+    def mean_entropy(self) -> float:
+        return sum(self.entropies) / len(self.entropies) if self.entropies else float("nan")
+
+
+@dataclass
+class PromptGroup:
+    """The k completions of one prompt from one model."""
+
+    prompt: Any
+    prompt_text: str
+    completions: list[CompletionView] = field(default_factory=list)
+
+    @property
+    def mean_entropy(self) -> float:
+        values = [h for c in self.completions for h in c.entropies]
+        return sum(values) / len(values) if values else float("nan")
+
+
+@dataclass
+class InspectRun:
+    """One model's completions on every prompt."""
+
+    model: str
+    groups: list[PromptGroup]
+    temperature: float
+    seed: int
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Prompts
+# ----------------------------------------------------------------------------------------------------------------
+def load_prompts(spec: str, num_prompts: int | None, seed: int, raw_prompt: bool = False):
+    """(dataset, reward name or None) for `--prompts`: `task:NAME`, a dataset file/folder with a `prompt` column, or a
+    text file (`.txt`) with one prompt per line (each a user message, or the text as it is with `raw_prompt`)."""
+    from datasets import Dataset
+
+    if spec.startswith("task:"):
+        from healtrl.tasks import get_task, load_task
+
+        name = spec[len("task:") :]
+        try:
+            task = get_task(name)
+            dataset = load_task(name, num_samples=None, seed=seed)
+        except ValueError as exc:
+            raise InspectError(f"--prompts {spec}: {exc}") from exc
+        if num_prompts is not None:
+            dataset = dataset.select(range(min(num_prompts, len(dataset))))
+        reward = task.reward
+    else:
+        path = os.path.expanduser(spec)
+        if not os.path.exists(path):
+            raise InspectError(f"--prompts {spec}: no such file or folder (or use `task:NAME` for a task).")
+        if path.endswith(".txt"):
+            with open(path, encoding="utf-8") as f:
+                lines = [line.rstrip("\n") for line in f if line.strip()]
+            prompts = lines if raw_prompt else [[{"role": "user", "content": line}] for line in lines]
+            dataset = Dataset.from_dict({"prompt": prompts})
+        else:
+            from healtrl.data import load_train_dataset
+
+            try:
+                dataset = load_train_dataset(path, split="train")
+            except (ValueError, OSError) as exc:
+                raise InspectError(f"--prompts {spec}: {exc}") from exc
+            if "prompt" not in dataset.column_names:
+                raise InspectError(
+                    f"--prompts {spec}: the dataset has no `prompt` column (columns: {', '.join(dataset.column_names)})."
+                )
+        if num_prompts is not None:
+            dataset = dataset.select(range(min(num_prompts, len(dataset))))
+        reward = None
+    if len(dataset) == 0:
+        raise InspectError(f"--prompts {spec}: holds no prompt (an empty file or dataset).")
+    return dataset, reward
+
+
+def _prompt_text(prompt) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    return "\n".join(f"{m.get('role', '')}: {m.get('content', '')}" for m in prompt)
+
+
+def context_length(model) -> int | None:
+    """The model's context (positions), from its config; None when it does not say."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def check_lengths(prompt_ids: Sequence[Sequence[int]], context: int | None, max_new_tokens: int) -> None:
+    """Refuse prompts that do not fit the model's context with room for `max_new_tokens`."""
+    if context is None:
+        return
+    longest = max(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
+    n = len(prompt_ids[longest])
+    if n >= context:
+        raise InspectError(
+            f"--prompts: prompt {longest} has {n} tokens, longer than the model's context of {context} tokens "
+            "(max_position_embeddings); shorten it or use a model with a longer context."
+        )
+    if n + max_new_tokens > context:
+        raise InspectError(
+            f"--max_new_tokens {max_new_tokens}: prompt {longest} has {n} tokens, so the completion can hold at most "
+            f"{context - n} within the model's context of {context}; pass --max_new_tokens {context - n} or less."
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Generation and entropies
+# ----------------------------------------------------------------------------------------------------------------
+def sample(model, tokenizer, prompt_ids, *, k: int, temperature: float, max_new_tokens: int, seed: int, progress=True):
+    """`k` completions per prompt (`healtrl.evaluation.TransformersGenerator`, cut after the first eos), seeded."""
+    from healtrl.evaluation import SamplingSettings, TransformersGenerator, _seeded
+
+    settings = SamplingSettings(k=k, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+    with _seeded(seed):
+        return TransformersGenerator(model, tokenizer).generate(
+            prompt_ids, settings, desc="sampling", progress=progress
+        )
+
+
+def token_stats(model, prompt_ids, completion_ids, *, temperature: float, batch_size: int = 16, progress=True):
+    """(entropies, probabilities) at every completion token: `healtrl.kernels.fused_logprob_entropy` on the final
+    hidden states at `temperature` (as `healtrl.selection.rollout_entropies`), from right-padded prompt + completion.
+
+    Returns:
+        Two lists with one list of floats per sequence: H(softmax(z_t / T)) in nats, and exp(log p(token_t)).
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    from healtrl.kernels import fused_logprob_entropy
+    from healtrl.selection import _check_plain_lm_head
+
+    _check_plain_lm_head(model)
+    backbone, head = model.base_model, model.get_output_embeddings()
+    weight, bias = head.weight, getattr(head, "bias", None)
+    device = weight.device
+    entropies: list[list[float]] = []
+    probs: list[list[float]] = []
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), tqdm(total=len(prompt_ids), desc="entropies", disable=not progress, leave=False) as bar:
+            for start in range(0, len(prompt_ids), batch_size):
+                prompts = prompt_ids[start : start + batch_size]
+                completions = completion_ids[start : start + batch_size]
+                rows = [list(p) + list(c) for p, c in zip(prompts, completions)]
+                width = max(len(r) for r in rows)
+                input_ids = torch.zeros((len(rows), width), dtype=torch.long)
+                mask = torch.zeros_like(input_ids)
+                for i, row in enumerate(rows):  # right padding: every real token keeps its position
+                    input_ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+                    mask[i, : len(row)] = 1
+                input_ids, mask = input_ids.to(device), mask.to(device)
+                hidden = backbone(input_ids=input_ids, attention_mask=mask, use_cache=False).last_hidden_state
+                # Completion token j of row i sits at len(prompt_i) + j, predicted by the state one position before.
+                row_idx = [i for i, c in enumerate(completions) for _ in c]
+                pos_idx = [q for p, c in zip(prompts, completions) for q in range(len(p) - 1, len(p) + len(c) - 1)]
+                lengths = [len(c) for c in completions]
+                if row_idx:
+                    r = torch.tensor(row_idx, device=device)
+                    q = torch.tensor(pos_idx, device=device)
+                    out = fused_logprob_entropy(
+                        hidden[r, q].to(weight.dtype), weight, input_ids[r, q + 1], bias=bias, temperature=temperature
+                    )
+                    ent = torch.split(out.entropy.float().cpu(), lengths)
+                    lp = torch.split(out.logp.float().cpu(), lengths)
+                else:
+                    ent = lp = [torch.zeros(0) for _ in completions]
+                entropies += [e.tolist() for e in ent]
+                probs += [p.exp().tolist() for p in lp]
+                bar.update(len(rows))
+    finally:
+        model.train(was_training)
+    return entropies, probs
+
+
+def _token_texts(tokenizer, ids: Sequence[int]) -> list[str]:
+    return [tokenizer.decode([i], skip_special_tokens=False) for i in ids]
+
+
+def run_model(model, tokenizer, name: str, dataset, reward: str | None, args, progress: bool = True) -> InspectRun:
+    """Sample, measure and score one model on `dataset` (see the module docstring)."""
+    from healtrl._prompts import tokenize_prompts
+
+    try:
+        prompt_ids = tokenize_prompts(
+            tokenizer, list(dataset["prompt"]), no_template_hint="Pass --raw_prompt to use each line as it is."
+        )
+    except ValueError as exc:
+        raise InspectError(f"--prompts: {exc}") from exc
+    check_lengths(prompt_ids, context_length(model), args.max_new_tokens)
+    completions = sample(
+        model,
+        tokenizer,
+        prompt_ids,
+        k=args.k,
+        temperature=args.temperature,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+        progress=progress,
+    )
+    flat_prompts = [p for p, group in zip(prompt_ids, completions) for _ in group]
+    flat_ids = [c.token_ids for group in completions for c in group]
+    entropies, probs = token_stats(model, flat_prompts, flat_ids, temperature=args.temperature, progress=progress)
+    rewards = None
+    if reward is not None:
+        from healtrl.data import get_reward_func
+        from healtrl.evaluation import score_completions
+
+        rewards = score_completions(dataset, completions, get_reward_func(reward), reward_name=reward)
+    groups, n = [], 0
+    for i, group in enumerate(completions):
+        prompt = dataset[i]["prompt"]
+        view = PromptGroup(prompt=prompt, prompt_text=_prompt_text(prompt))
+        for j, c in enumerate(group):
+            view.completions.append(
+                CompletionView(
+                    token_ids=list(c.token_ids),
+                    tokens=_token_texts(tokenizer, c.token_ids),
+                    entropies=entropies[n],
+                    probs=probs[n],
+                    text=c.text,
+                    truncated=c.truncated,
+                    reward=None if rewards is None else rewards[i][j],
+                )
+            )
+            n += 1
+        groups.append(view)
+    return InspectRun(model=name, groups=groups, temperature=args.temperature, seed=args.seed)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Rendering
+# ----------------------------------------------------------------------------------------------------------------
+_STOPS = [(0.0, (255, 255, 255)), (0.25, (255, 237, 160)), (0.5, (254, 178, 76)), (0.75, (240, 59, 32)),
+          (1.0, (128, 0, 38))]  # fmt: skip
+
+
+def entropy_colour(entropy: float, max_entropy: float = DEFAULT_MAX_ENTROPY) -> str:
+    """Background colour of a token on the fixed scale white (0 nats) -> dark red (>= `max_entropy`)."""
+    x = min(max(entropy / max_entropy, 0.0), 1.0) if math.isfinite(entropy) else 1.0
+    for (x0, c0), (x1, c1) in zip(_STOPS, _STOPS[1:]):
+        if x <= x1:
+            t = (x - x0) / (x1 - x0)
+            return "#" + "".join(f"{round(a + t * (b - a)):02x}" for a, b in zip(c0, c1))
+    return "#800026"
+
+
+def _text_colour(entropy: float, max_entropy: float) -> str:
+    return "#ffffff" if entropy / max_entropy > 0.7 else "#111111"
+
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5em; color: #111; background: #fafafa; }
+h1 { font-size: 1.3em; } h2 { font-size: 1.05em; margin: 0.3em 0; }
+.legend { display: flex; align-items: center; gap: 0.5em; margin: 0.5em 0 1em; }
+.legend .bar { width: 320px; height: 14px; border: 1px solid #999; }
+.prompt { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 0.8em; margin-bottom: 1.2em; }
+.ptext { white-space: pre-wrap; font-family: ui-monospace, "DejaVu Sans Mono", monospace; background: #f0f0f0;
+  padding: 0.4em; border-radius: 4px; }
+.models { display: flex; gap: 1em; align-items: flex-start; }
+.model { flex: 1 1 0; min-width: 0; }
+.completions { display: grid; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr)); gap: 0.6em; }
+.completion { border: 1px solid #ccc; border-radius: 4px; padding: 0.4em; background: #fff; }
+.meta { font-size: 0.8em; color: #444; margin-bottom: 0.3em; }
+.tokens { white-space: pre-wrap; word-break: break-all; font-family: ui-monospace, "DejaVu Sans Mono", monospace;
+  font-size: 0.9em; line-height: 1.5; }
+.tok { border-radius: 2px; }
+.diff { font-size: 0.85em; margin: 0.3em 0; }
+"""
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _completion_html(c: CompletionView, index: int, max_entropy: float, diff: float | None) -> str:
+    spans = []
+    for tok, h, p in zip(c.tokens, c.entropies, c.probs):
+        spans.append(
+            f'<span class="tok" style="background:{entropy_colour(h, max_entropy)};color:{_text_colour(h, max_entropy)}"'
+            f' title="entropy {h:.4f} nats, p = {p:.4f}" data-h="{h!r}" data-p="{p!r}">{_esc(tok)}</span>'
+        )
+    reward = "n/a" if c.reward is None else f"{c.reward:g}"
+    extra = "" if diff is None else f" &middot; &Delta;H vs model 1: {diff:+.4f}"
+    cut = " &middot; truncated" if c.truncated else ""
+    return (
+        f'<div class="completion"><div class="meta">#{index} &middot; reward {reward} &middot; mean H '
+        f"{c.mean_entropy:.4f} &middot; {len(c.tokens)} tokens{cut}{extra}</div>"
+        f'<div class="tokens">{"".join(spans)}</div></div>'
+    )
+
+
+def render_html(runs: Sequence[InspectRun], max_entropy: float = DEFAULT_MAX_ENTROPY, title: str = "") -> str:
+    """One self-contained HTML page (inline CSS, no scripts, no external resources) for one or two runs on the same
+    prompts; with two, each completion and prompt shows the mean-entropy difference (model 2 - model 1)."""
+    if not runs:
+        raise ValueError("render_html needs at least one run.")
+    if any(len(r.groups) != len(runs[0].groups) for r in runs):
+        raise ValueError("Every run must cover the same prompts.")
+    gradient = ", ".join(
+        f"{entropy_colour(x * max_entropy, max_entropy)} {x * 100:.0f}%" for x in (0, 0.25, 0.5, 0.75, 1)
+    )
+    names = " vs ".join(_esc(r.model) for r in runs)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_esc(title or 'healtrl inspect: ' + ' vs '.join(r.model for r in runs))}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>Token entropy: {names}</h1>",
+        f"<p>Temperature {runs[0].temperature:g}, seed {runs[0].seed}. Each token's background is the exact entropy "
+        "of the sampling distribution at that token (full vocabulary, at the sampling temperature); hover a token for "
+        "its entropy and probability.</p>",
+        f'<div class="legend"><span>0 nats</span><span class="bar" style="background:linear-gradient(to right, '
+        f'{gradient})"></span><span>&ge; {max_entropy:g} nats</span></div>',
+    ]
+    for i in range(len(runs[0].groups)):
+        group0 = runs[0].groups[i]
+        parts.append(f'<div class="prompt"><h2>Prompt {i}</h2><div class="ptext">{_esc(group0.prompt_text)}</div>')
+        if len(runs) > 1:
+            deltas = [f"{_esc(r.model)}: {r.groups[i].mean_entropy - group0.mean_entropy:+.4f}" for r in runs[1:]]
+            parts.append(
+                f'<div class="diff">Mean entropy difference vs {_esc(runs[0].model)}: {"; ".join(deltas)}</div>'
+            )
+        parts.append('<div class="models">')
+        for run in runs:
+            group = run.groups[i]
+            parts.append(
+                f'<div class="model"><div class="meta"><b>{_esc(run.model)}</b> &middot; mean H {group.mean_entropy:.4f}'
+                '</div><div class="completions">'
+            )
+            for j, c in enumerate(group.completions):
+                diff = None
+                if run is not runs[0] and j < len(group0.completions):
+                    diff = c.mean_entropy - group0.completions[j].mean_entropy
+                parts.append(_completion_html(c, j, max_entropy, diff))
+            parts.append("</div></div>")
+        parts.append("</div></div>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def render_summary_png(runs: Sequence[InspectRun], path: str, high_entropy: float = HIGH_ENTROPY, top: int = 15) -> str:
+    """PNG with the histogram of token entropies, the mean entropy by position and the most frequent tokens with
+    entropy >= `high_entropy`, one colour per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    all_h = [h for r in runs for g in r.groups for c in g.completions for h in c.entropies]
+    edges = np.linspace(0, max(all_h) if all_h and max(all_h) > 0 else 1.0, 31)
+    for r in runs:
+        values = [h for g in r.groups for c in g.completions for h in c.entropies]
+        axes[0].hist(values, bins=edges, alpha=0.6 if len(runs) > 1 else 0.9, label=r.model)
+        longest = max((len(c.entropies) for g in r.groups for c in g.completions), default=0)
+        sums, counts = np.zeros(longest), np.zeros(longest)
+        for g in r.groups:
+            for c in g.completions:
+                sums[: len(c.entropies)] += c.entropies
+                counts[: len(c.entropies)] += 1
+        if longest:
+            axes[1].plot(np.arange(longest), sums / np.maximum(counts, 1), marker=".", label=r.model)
+    axes[0].set(title="Token entropy", xlabel="entropy (nats)", ylabel="tokens")
+    axes[1].set(title="Mean entropy by position", xlabel="completion token position", ylabel="mean entropy (nats)")
+    width = 0.8 / len(runs)
+    counters = [
+        Counter(t for g in r.groups for c in g.completions for t, h in zip(c.tokens, c.entropies) if h >= high_entropy)
+        for r in runs
+    ]
+    labels = [t for t, _ in sum(counters, Counter()).most_common(top)]
+    for n, (r, counter) in enumerate(zip(runs, counters)):
+        axes[2].barh(np.arange(len(labels)) + n * width, [counter[t] for t in labels], height=width, label=r.model)
+    axes[2].set_yticks(np.arange(len(labels)) + 0.4 - width / 2, [repr(t)[1:-1] for t in labels])
+    axes[2].invert_yaxis()
+    axes[2].set(title=f"Most frequent tokens with entropy >= {high_entropy:g}", xlabel="count")
+    for ax in axes:
+        if len(runs) > 1:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _run_dict(run: InspectRun) -> dict:
+    return {
+        "model": run.model,
+        "temperature": run.temperature,
+        "seed": run.seed,
+        "prompts": [
+            {"prompt": g.prompt, "completions": [{**asdict(c), "mean_entropy": c.mean_entropy} for c in g.completions]}
+            for g in run.groups
+        ],
+    }
+
+
+def write_outputs(
+    runs: Sequence[InspectRun],
+    output_dir: str,
+    max_entropy: float = DEFAULT_MAX_ENTROPY,
+    high_entropy: float = HIGH_ENTROPY,
+) -> list[str]:
+    """Write inspect.html, inspect_summary.png and inspect.json into `output_dir`; returns their paths."""
+    os.makedirs(output_dir, exist_ok=True)
+    html_path, png_path, json_path = (os.path.join(output_dir, f) for f in (HTML_FILE, PNG_FILE, JSON_FILE))
+    with open(html_path, "w", encoding="utf-8") as f:
+        f.write(render_html(runs, max_entropy))
+    render_summary_png(runs, png_path, high_entropy=high_entropy)
+    with open(json_path, "w", encoding="utf-8") as f:
+        json.dump({"runs": [_run_dict(r) for r in runs]}, f, default=str)
+    return [html_path, png_path, json_path]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse would exit; report with exit code 2 like the rest of the CLI
+        raise InspectError(message)
+
+
+def _build_parser(prog: str) -> _Parser:
+    p = _Parser(prog=prog, description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="Hub id, local folder/checkpoint, or healtrl-toy/... name.")
+    p.add_argument("--model2", default=None, help="A second model, sampled on the same prompts and seed.")
+    p.add_argument("--prompts", required=True, help="task:NAME, a dataset file/folder with a `prompt` column, or a "
+                   ".txt file with one prompt per line.")  # fmt: skip
+    p.add_argument(
+        "--raw_prompt", action="store_true", help="Use each line of a .txt file as it is (no chat template)."
+    )
+    p.add_argument("--num_prompts", type=int, default=8, help="First N prompts (default 8).")
+    p.add_argument("--k", type=int, default=4, help="Completions per prompt (default 4).")
+    p.add_argument("--temperature", type=float, default=1.0, help="Sampling temperature, > 0 (default 1.0).")
+    p.add_argument("--max_new_tokens", type=int, default=256, help="Most tokens per completion (default 256).")
+    p.add_argument("--seed", type=int, default=0, help="Sampling seed (default 0).")
+    p.add_argument("--max_entropy", type=float, default=DEFAULT_MAX_ENTROPY, help="Top of the colour scale in nats.")
+    p.add_argument("--high_entropy", type=float, default=HIGH_ENTROPY, help="Threshold of the PNG's high-entropy "
+                   f"token panel in nats (default {HIGH_ENTROPY}).")  # fmt: skip
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:1, ...")
+    p.add_argument("--trust_remote_code", action="store_true")
+    p.add_argument("--no_progress", action="store_true", help="No progress bars.")
+    p.add_argument("--output_dir", required=True, help="Folder for inspect.html, inspect_summary.png, inspect.json.")
+    return p
+
+
+def _check_model_name(flag: str, name: str) -> None:
+    """A name written as a local path must exist (a Hub id is checked when it loads)."""
+    looks_local = name.startswith((os.sep, ".", "~")) or bool(os.path.splitdrive(name)[0])
+    if looks_local and not os.path.exists(os.path.expanduser(name)):
+        raise InspectError(f"{flag} {name}: no such folder (a local model folder, a Hub id or a healtrl-toy/... name).")
+
+
+def _load(flag: str, name: str, args):
+    from transformers import AutoTokenizer
+
+    from healtrl.evaluation import _load_hf_model
+    from healtrl.models import resolve_model_path
+
+    _check_model_name(flag, name)
+    try:
+        path = resolve_model_path(os.path.expanduser(name))
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)
+        model = _load_hf_model(path, args.dtype, args.device, args.trust_remote_code)
+    except (OSError, ValueError, ImportError) as exc:
+        raise InspectError(f"{flag} {name}: could not load the model: {exc}") from exc
+    return model, tokenizer
+
+
+def inspect(args, progress: bool = True) -> list[InspectRun]:
+    """Run `healtrl inspect` from parsed arguments; returns the runs (one per model)."""
+    checks = [("--k", args.k >= 1, "a positive integer"), ("--num_prompts", args.num_prompts >= 1, "a positive integer"),
+              ("--max_new_tokens", args.max_new_tokens >= 1, "a positive integer"),
+              ("--temperature", args.temperature > 0 and math.isfinite(args.temperature),
+               "a number > 0 (entropies are those of the sampling distribution; greedy decoding has none)"),
+              ("--max_entropy", args.max_entropy > 0, "a number > 0")]  # fmt: skip
+    for flag, ok, expected in checks:
+        if not ok:
+            raise InspectError(f"{flag} must be {expected}, got {getattr(args, flag[2:])!r}.")
+    for flag, name in (("--model", args.model), ("--model2", args.model2)):
+        if name is not None:
+            _check_model_name(flag, name)
+    dataset, reward = load_prompts(args.prompts, args.num_prompts, args.seed, raw_prompt=args.raw_prompt)
+    runs = []
+    for flag, name in (("--model", args.model), ("--model2", args.model2)):
+        if name is None:
+            continue
+        model, tokenizer = _load(flag, name, args)
+        if progress:
+            print(f"Inspecting {name} on {len(dataset)} prompts x {args.k} completions.", file=sys.stderr)
+        runs.append(run_model(model, tokenizer, name, dataset, reward, args, progress=progress))
+        del model
+    return runs
+
+
+def inspect_main(argv: list[str] | None = None, prog: str = "healtrl inspect") -> int:
+    """`healtrl inspect ...`; exit code 0 on success, 2 on a bad input."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in argv):
+        _build_parser(prog).print_help()
+        return 0
+    try:
+        args = _build_parser(prog).parse_args(argv)
+        from healtrl.cli import configure_threads
+
+        configure_threads()
+        from transformers.utils import logging as hf_logging
+
+        bars = hf_logging.is_progress_bar_enabled()
+        if args.no_progress:
+            hf_logging.disable_progress_bar()
+        try:
+            runs = inspect(args, progress=not args.no_progress)
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
+        paths = write_outputs(runs, args.output_dir, args.max_entropy, args.high_entropy)
+    except InspectError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for run in runs:
+        flat = [h for g in run.groups for c in g.completions for h in c.entropies]
+        rewards = [c.reward for g in run.groups for c in g.completions if c.reward is not None]
+        line = f"{run.model}: {len(flat)} tokens, mean entropy {sum(flat) / max(len(flat), 1):.4f} nats"
+        if rewards:
+            line += f", mean reward {sum(rewards) / len(rewards):.3f}"
+        print(line)
+    print("Wrote " + ", ".join(paths))
+    return 0
