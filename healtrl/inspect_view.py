@@ -59,9 +59,19 @@ PNG_FILE = "inspect_summary.png"
 JSON_FILE = "inspect.json"
 DEFAULT_MAX_ENTROPY = 2.0
 """Top of the colour scale in nats; higher entropies get the top colour (the legend says so)."""
-HIGH_ENTROPY = 0.672
-"""Default threshold (nats) of the "high-entropy tokens" panel: the 80th percentile of token entropy reported by Wang
-et al. 2025 ("Beyond the 80/20 Rule", Qwen3-8B chain-of-thought), a fixed reference point (`--high_entropy`)."""
+HIGH_ENTROPY_QUANTILE = 0.8
+"""Without `--high_entropy`, the "high-entropy tokens" panel takes the tokens above this quantile of all the page's
+token entropies: the top 20%, the "forking" tokens of Wang et al. 2025 (TRL's `top_entropy_quantile`)."""
+
+
+def high_entropy_threshold(runs: Sequence[InspectRun], high_entropy: float | None) -> float:
+    """`high_entropy`, or the `HIGH_ENTROPY_QUANTILE` quantile of every token entropy of `runs` (0 without tokens)."""
+    if high_entropy is not None:
+        return float(high_entropy)
+    import numpy as np
+
+    values = [h for r in runs for g in r.groups for c in g.completions for h in c.entropies]
+    return float(np.quantile(values, HIGH_ENTROPY_QUANTILE)) if values else 0.0
 
 
 class InspectError(ValueError):
@@ -431,7 +441,7 @@ def render_html(runs: Sequence[InspectRun], max_entropy: float = DEFAULT_MAX_ENT
     return "\n".join(parts)
 
 
-def render_summary_png(runs: Sequence[InspectRun], path: str, high_entropy: float = HIGH_ENTROPY, top: int = 15) -> str:
+def render_summary_png(runs: Sequence[InspectRun], path: str, high_entropy: float | None = None, top: int = 15) -> str:
     """PNG with the histogram of token entropies, the mean entropy by position and the most frequent tokens with
     entropy >= `high_entropy`, one colour per run."""
     import matplotlib
@@ -440,6 +450,7 @@ def render_summary_png(runs: Sequence[InspectRun], path: str, high_entropy: floa
     import matplotlib.pyplot as plt
     import numpy as np
 
+    high_entropy = high_entropy_threshold(runs, high_entropy)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     all_h = [h for r in runs for g in r.groups for c in g.completions for h in c.entropies]
     edges = np.linspace(0, max(all_h) if all_h and max(all_h) > 0 else 1.0, 31)
@@ -492,7 +503,7 @@ def write_outputs(
     runs: Sequence[InspectRun],
     output_dir: str,
     max_entropy: float = DEFAULT_MAX_ENTROPY,
-    high_entropy: float = HIGH_ENTROPY,
+    high_entropy: float | None = None,
 ) -> list[str]:
     """Write inspect.html, inspect_summary.png and inspect.json into `output_dir`; returns their paths."""
     os.makedirs(output_dir, exist_ok=True)
@@ -528,8 +539,8 @@ def _build_parser(prog: str) -> _Parser:
     p.add_argument("--max_new_tokens", type=int, default=256, help="Most tokens per completion (default 256).")
     p.add_argument("--seed", type=int, default=0, help="Sampling seed (default 0).")
     p.add_argument("--max_entropy", type=float, default=DEFAULT_MAX_ENTROPY, help="Top of the colour scale in nats.")
-    p.add_argument("--high_entropy", type=float, default=HIGH_ENTROPY, help="Threshold of the PNG's high-entropy "
-                   f"token panel in nats (default {HIGH_ENTROPY}).")  # fmt: skip
+    p.add_argument("--high_entropy", type=float, default=None, help="Threshold of the PNG's high-entropy token panel "
+                   "in nats (default: the 80th percentile of the page's token entropies, i.e. the top 20% tokens).")  # fmt: skip
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:1, ...")
     p.add_argument("--trust_remote_code", action="store_true")

@@ -204,3 +204,14 @@ def test_dataset_file_prompts(tmp_path):
     run = json.loads((out / "inspect.json").read_text())["runs"][0]
     assert [p["prompt"] for p in run["prompts"]] == [rows[0]["prompt"]]
     assert len(run["prompts"][0]["completions"]) == 2
+
+
+def test_high_entropy_threshold_defaults_to_the_top_fifth_of_tokens():
+    from types import SimpleNamespace as NS
+
+    from healtrl.inspect_view import high_entropy_threshold
+
+    runs = [NS(groups=[NS(completions=[NS(entropies=[0.0, 1.0, 2.0, 3.0, 4.0])])])]
+    assert high_entropy_threshold(runs, None) == pytest.approx(3.2)  # numpy's linear 80th percentile of 0..4
+    assert high_entropy_threshold(runs, 0.5) == 0.5
+    assert high_entropy_threshold([NS(groups=[])], None) == 0.0
