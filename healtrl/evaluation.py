@@ -1199,6 +1199,19 @@ def _write_comparison(output_dir: str, paper, protocol, results: Sequence[dict],
     return md_path
 
 
+def _backend_kwargs(args, task_paths) -> dict:
+    """The generation-backend arguments that `evaluate` and `evaluate_checkpoints` take from the command line."""
+    return {
+        "backend": args.backend,
+        "task_paths": task_paths,
+        "dtype": args.dtype,
+        "device": args.device,
+        "trust_remote_code": args.trust_remote_code,
+        "vllm_kwargs": _vllm_kwargs(args),
+        "progress": not args.no_progress,
+    }
+
+
 def _model_main(args, prog: str) -> int:
     """`healtrl eval --model M ...`: evaluate one model (and compare with the paper's numbers when a recipe has them)."""
     problems = []
@@ -1273,13 +1286,7 @@ def _model_main(args, prog: str) -> int:
             num_samples=args.num_samples,
             split=args.split,
             threshold=args.threshold,
-            backend=args.backend,
-            task_paths=task_paths,
-            dtype=args.dtype,
-            device=args.device,
-            trust_remote_code=args.trust_remote_code,
-            vllm_kwargs=_vllm_kwargs(args),
-            progress=not args.no_progress,
+            **_backend_kwargs(args, task_paths),
         )
     except (ValueError, ImportError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -1413,14 +1420,8 @@ def _checkpoints_main(args, prog: str) -> int:
             rule,
             output_dir=args.output_dir,
             threshold=args.threshold,
-            backend=args.backend,
-            task_paths=task_paths,
             batch_size=args.batch_size,
-            dtype=args.dtype,
-            device=args.device,
-            trust_remote_code=args.trust_remote_code,
-            vllm_kwargs=_vllm_kwargs(args),
-            progress=not args.no_progress,
+            **_backend_kwargs(args, task_paths),
         )
     except (ValueError, ImportError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
