@@ -294,7 +294,10 @@ def default_config(device: torch.device, dtype: torch.dtype) -> dict:
             "num_stages": 2,
             "splits": None,
         }
-    return {"BLOCK_N": 128, "BLOCK_V": 128, "BLOCK_K": 64, "GROUP": 8, "num_warps": 8, "num_stages": 3, "splits": None}
+    # bf16/fp16: BLOCK_V = 64, not 128. Compiled with Triton 3.9's ptxas (healtrl.kernels.compile_check), a
+    # 128 x 128 tile hits the 255-register cap and spills in the forward on sm_80, sm_90 and sm_100; 128 x 64 uses
+    # 146-176 registers, no spills, and keeps cp.async + wgmma on sm_90 (benchmarks/results/kernel_resources.md).
+    return {"BLOCK_N": 128, "BLOCK_V": 64, "BLOCK_K": 64, "GROUP": 8, "num_warps": 8, "num_stages": 3, "splits": None}
 
 
 def _dot_in_f32(hidden: torch.Tensor) -> bool:

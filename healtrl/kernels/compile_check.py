@@ -1,0 +1,328 @@
+"""Compile healtrl's Triton kernels for CUDA GPUs without a GPU, and read their resource use.
+
+Triton compiles a ``@triton.jit`` kernel for any CUDA target on a machine without a GPU: the frontend lowers it to
+PTX and Triton's bundled ``ptxas`` assembles the cubin. This module does that for every kernel variant the
+dispatcher (:func:`healtrl.kernels.triton_fused.default_config` and the launch sites in ``triton_fused``) can launch
+on a GPU, and reads what ``ptxas -v`` reports (registers per thread, stack frame, spill stores/loads), the shared
+memory Triton requests, and which data-movement instructions the PTX uses (``cp.async``, TMA ``cp.async.bulk``,
+``wgmma``). :func:`occupancy` turns these into the resident warps per SM they allow.
+
+Everything here is compile-time evidence: it says a kernel assembles for a target, whether it spills and how many
+warps can be resident, not how fast it runs. The arguments are specialized as Triton's JIT specializes a real
+launch (pointers 16-byte aligned, unit strides folded into constants, integers divisible by 16 marked so), for the
+representative problem :data:`PROBLEM` (a Qwen2.5-7B-sized LM head).
+
+Used by ``tests/test_kernel_compile.py`` and ``benchmarks/kernel_resources.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterator
+
+import torch
+
+#: Representative launch (tokens N, hidden H, vocabulary V) whose integer arguments the kernels are specialized on.
+PROBLEM = {"N": 4093, "H": 3584, "V": 152064}
+
+#: Compute capabilities checked: A100 (sm_80), H100 (sm_90, compiled as sm_90a), B200 (sm_100, as sm_100a).
+ARCHS = (80, 90, 100)
+
+#: Per-SM limits used by :func:`occupancy` (CUDA C Programming Guide, "Compute Capabilities" table).
+SM_LIMITS = {
+    80: {"name": "A100", "regs": 65536, "smem": 164 * 1024, "warps": 64, "blocks": 32},
+    90: {"name": "H100", "regs": 65536, "smem": 228 * 1024, "warps": 64, "blocks": 32},
+    100: {"name": "B200", "regs": 65536, "smem": 228 * 1024, "warps": 64, "blocks": 32},
+}
+_SMEM_RESERVED_PER_BLOCK = 1024  # the driver reserves 1 KiB of shared memory per resident block (sm_80 and later)
+_REG_ALLOC_UNIT = 256  # registers are allocated per warp in units of 256
+
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One kernel specialization the dispatcher can launch on a GPU.
+
+    ``flags`` holds the boolean constexprs (``HAS_BIAS``, ``POWER`` for the forward; ``HAS_BIAS``, ``HAS_A``,
+    ``HAS_C`` for the backward); ``config`` the block sizes and launch parameters from ``default_config``.
+    """
+
+    kernel: str  # "_fwd_kernel" or "_dlogits_kernel"
+    dtype: str  # "bf16", "fp16", "fp32"
+    flags: tuple[tuple[str, bool], ...]
+    config: tuple[tuple[str, int], ...]
+
+    @property
+    def name(self) -> str:
+        on = [k for k, v in self.flags if v]
+        return f"{self.kernel}[{self.dtype}{''.join('+' + k for k in on)}]"
+
+    @property
+    def cfg(self) -> dict:
+        return dict(self.config)
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    """Compiled resource use of one variant on one architecture (from ``ptxas -v`` and the PTX)."""
+
+    variant: Variant
+    capability: int
+    registers: int
+    stack_bytes: int
+    spill_stores: int
+    spill_loads: int
+    shared_bytes: int  # dynamic shared memory Triton launches with, plus ptxas' static shared memory
+    num_warps: int
+    cp_async: bool  # Ampere-style asynchronous global -> shared copies in the PTX
+    tma: bool  # Hopper tensor-memory-accelerator bulk copies in the PTX
+    wgmma: bool  # Hopper warp-group MMA in the PTX
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_stores > 0 or self.spill_loads > 0
+
+    @property
+    def async_loads(self) -> bool:
+        return self.cp_async or self.tma
+
+
+def dispatcher_variants(dtypes: tuple[str, ...] = ("bf16", "fp16", "fp32")) -> list[Variant]:
+    """Every (kernel, dtype, constexpr flags, config) the dispatcher can launch on a CUDA device.
+
+    On CUDA ``IEEE`` is ``dtype == fp32`` and ``DOT_F32`` is False (it is an interpreter-only workaround); the
+    backward always has ``B`` and has ``A`` (entropy gradient) and/or ``C`` (log-prob gradient), never neither.
+    """
+    from .triton_fused import default_config
+
+    out = []
+    for dt in dtypes:
+        cfg = default_config(torch.device("cuda"), _DTYPES[dt])
+        fwd_cfg = tuple((k, cfg[k]) for k in ("BLOCK_N", "BLOCK_V", "BLOCK_K", "num_warps", "num_stages"))
+        bwd_cfg = fwd_cfg + (("GROUP", cfg["GROUP"]),)
+        for bias in (False, True):
+            for power in (False, True):
+                out.append(Variant("_fwd_kernel", dt, (("HAS_BIAS", bias), ("POWER", power)), fwd_cfg))
+            for has_a, has_c in ((True, True), (True, False), (False, True)):
+                flags = (("HAS_BIAS", bias), ("HAS_A", has_a), ("HAS_C", has_c))
+                out.append(Variant("_dlogits_kernel", dt, flags, bwd_cfg))
+    return out
+
+
+def _launch_args(variant: Variant) -> dict:
+    """Representative argument values of a launch of ``variant`` on :data:`PROBLEM` (as in ``triton_fused``)."""
+    n, h, v = PROBLEM["N"], PROBLEM["H"], PROBLEM["V"]
+    cfg = variant.cfg
+    dt = _DTYPES[variant.dtype]
+    # Small stand-ins: only dtype and alignment of a tensor argument enter the specialization
+    x = torch.empty(16, dtype=dt)
+    f32 = torch.empty(16, dtype=torch.float32)
+    ids = torch.empty(16, dtype=torch.int64)
+    flags = dict(variant.flags)
+    common = {
+        "h_ptr": x,
+        "w_ptr": x,
+        "b_ptr": x,
+        "y_ptr": ids,
+        "H": h,
+        "stride_hn": h,
+        "stride_hk": 1,
+        "stride_wv": h,
+        "stride_wk": 1,
+        "inv_t": 1.0 / 0.7,
+        "IEEE": variant.dtype == "fp32",
+        "DOT_F32": False,
+        "BLOCK_N": cfg["BLOCK_N"],
+        "BLOCK_V": cfg["BLOCK_V"],
+        "BLOCK_K": cfg["BLOCK_K"],
+        **flags,
+    }
+    if variant.kernel == "_fwd_kernel":
+        tiles = math.ceil(v / cfg["BLOCK_V"])
+        splits = 12
+        return {
+            **common,
+            "part_ptr": f32,
+            "N": n,
+            "V": v,
+            "v_per_split": math.ceil(tiles / splits) * cfg["BLOCK_V"],
+            "n_splits": splits,
+        }
+    slab = 16384
+    chunk = max(cfg["BLOCK_N"], 256 * 2**20 // (slab * dt.itemsize))
+    return {
+        **common,
+        "m_ptr": f32,
+        "a_ptr": f32,
+        "bc_ptr": f32,
+        "c_ptr": f32,
+        "d_ptr": x,
+        "n0": 0,
+        "n_rows": min(n, chunk),
+        "v0": 0,
+        "width": slab,
+        "stride_dn": slab,
+        "GROUP": cfg["GROUP"],
+    }
+
+
+def ast_source(variant: Variant):
+    """``triton.compiler.ASTSource`` of ``variant`` specialized as Triton's JIT specializes a real launch."""
+    import triton.runtime.jit as tjit
+    from triton.backends.compiler import BaseBackend
+    from triton.compiler import ASTSource
+
+    from . import triton_fused
+
+    fn = getattr(triton_fused, variant.kernel)
+    args = _launch_args(variant)
+    constexpr_idx = {p.num for p in fn.params if p.is_constexpr}
+    signature, constexprs, attrs = {}, {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name not in args:
+            raise KeyError(f"no representative value for argument {name!r} of {variant.kernel}")
+        val = args[name]
+        if i in constexpr_idx:
+            signature[name], constexprs[name] = "constexpr", val
+            continue
+        ty, attr = tjit.native_specialize_impl(BaseBackend, val, False, True, True)
+        signature[name] = ty
+        if ty == "constexpr":  # e.g. an integer equal to 1 (unit stride)
+            constexprs[name] = attr
+        elif isinstance(attr, str) and attr:
+            attrs[(i,)] = BaseBackend.parse_attr(attr)
+    return ASTSource(fn, signature, constexprs, attrs)
+
+
+def _bin_dir() -> str:
+    import triton
+
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+
+
+def ptxas_supports(capability: int) -> bool:
+    """Whether Triton's bundled ptxas can assemble for ``capability`` (checked on an empty PTX module)."""
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+
+    try:
+        ptxas = get_ptxas(capability).path
+    except Exception:
+        return False
+    arch = sm_arch_from_capability(capability)
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "e.ptx")
+        with open(src, "w") as fh:
+            fh.write(f".version 8.0\n.target {arch}\n.address_size 64\n")
+        res = subprocess.run([ptxas, f"--gpu-name={arch}", src, "-o", os.path.join(d, "e.o")], capture_output=True)
+    return res.returncode == 0
+
+
+_PTXAS_USED = re.compile(r"Used (\d+) registers")
+_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def _ptxas_report(ptx: str, capability: int) -> dict:
+    """Registers, stack and spills that ptxas reports for ``ptx`` (the flags Triton uses, plus ``-v``)."""
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+
+    ptxas = get_ptxas(capability).path
+    arch = sm_arch_from_capability(capability)
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.ptx")
+        with open(src, "w") as fh:
+            fh.write(ptx)
+        cmd = [
+            ptxas,
+            "-lineinfo",
+            "-v",
+            "--regAllocOptLevel=2",
+            f"--gpu-name={arch}",
+            src,
+            "-o",
+            os.path.join(d, "k.cubin"),
+        ]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+    log = res.stdout + res.stderr
+    if res.returncode != 0:
+        raise RuntimeError(f"ptxas failed for {arch}:\n{log}")
+    used, frame = _PTXAS_USED.search(log), _PTXAS_FRAME.search(log)
+    if used is None or frame is None:
+        raise RuntimeError(f"could not read ptxas -v output:\n{log}")
+    smem = _PTXAS_SMEM.search(log)
+    return {
+        "registers": int(used.group(1)),
+        "stack_bytes": int(frame.group(1)),
+        "spill_stores": int(frame.group(2)),
+        "spill_loads": int(frame.group(3)),
+        "static_smem": int(smem.group(1)) if smem else 0,
+    }
+
+
+def compile_variant(variant: Variant, capability: int) -> Resources:
+    """Compile ``variant`` for ``sm_<capability>`` (no GPU needed) and read its resource use.
+
+    Raises whatever Triton or ptxas raise on a compile error.
+    """
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    cfg = variant.cfg
+    kernel = triton.compile(
+        ast_source(variant),
+        target=GPUTarget("cuda", capability, 32),
+        options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]},
+    )
+    ptx = kernel.asm["ptx"]
+    rep = _ptxas_report(ptx, capability)
+    return Resources(
+        variant=variant,
+        capability=capability,
+        registers=rep["registers"],
+        stack_bytes=rep["stack_bytes"],
+        spill_stores=rep["spill_stores"],
+        spill_loads=rep["spill_loads"],
+        shared_bytes=int(kernel.metadata.shared) + rep["static_smem"],
+        num_warps=cfg["num_warps"],
+        cp_async=re.search(r"\bcp\.async\.(ca|cg)\.", ptx) is not None,
+        tma=re.search(r"\bcp\.async\.bulk\.", ptx) is not None,
+        wgmma=re.search(r"\bwgmma\.", ptx) is not None,
+    )
+
+
+def occupancy(res: Resources) -> dict:
+    """Resident blocks and warps per SM that ``res`` allows on its architecture, and the limiting resource.
+
+    Registers are allocated per warp in units of 256; each block also takes 1 KiB of reserved shared memory.
+    """
+    lim = SM_LIMITS[res.capability]
+    regs_per_warp = math.ceil(res.registers * 32 / _REG_ALLOC_UNIT) * _REG_ALLOC_UNIT
+    by = {
+        "registers": lim["regs"] // (regs_per_warp * res.num_warps),
+        "shared memory": lim["smem"] // (res.shared_bytes + _SMEM_RESERVED_PER_BLOCK),
+        "warps": lim["warps"] // res.num_warps,
+        "blocks": lim["blocks"],
+    }
+    blocks = min(by.values())
+    limiter = min(by, key=by.get)
+    return {
+        "blocks": blocks,
+        "warps": blocks * res.num_warps,
+        "occupancy": blocks * res.num_warps / lim["warps"],
+        "limiter": limiter,
+    }
+
+
+def compile_all(variants: list[Variant], archs: tuple[int, ...] = ARCHS) -> Iterator[Resources]:
+    """:func:`compile_variant` over ``variants`` x ``archs`` (archs the bundled ptxas cannot target are skipped)."""
+    for cap in archs:
+        if not ptxas_supports(cap):
+            continue
+        for var in variants:
+            yield compile_variant(var, cap)
