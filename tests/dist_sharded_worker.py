@@ -1,7 +1,7 @@
 """Worker of the sharded-training tests: FSDP2 (TRL's accelerate path, CPU tensors, gloo), DDP as its reference, and
 DeepSpeed ZeRO-3 (DeepSpeed's CPU accelerator).
 
-Run: torchrun --nproc_per_node 2 tests/dist_sharded_worker.py {fsdp2,ddp,zero3} OUTPUT_DIR
+Run: torchrun --nproc_per_node 2 tests/dist_sharded_worker.py {fsdp2,ddp,fsdp2_resume,zero3} OUTPUT_DIR
 (zero3 needs `pip install deepspeed` and DS_ACCELERATOR=cpu.)
 """
 
@@ -17,7 +17,7 @@ from transformers import set_seed
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 MODE = sys.argv[1]
-if MODE in ("fsdp2", "zero3"):
+if MODE in ("fsdp2", "fsdp2_resume", "zero3"):
     from tests.fsdp_cpu import accelerator_paths_on_cpu  # noqa: E402
 
     accelerator_paths_on_cpu()
@@ -123,6 +123,23 @@ def sharded(mode: str, output_dir: str) -> dict:
     return report
 
 
+def fsdp2_resume(output_dir: str) -> dict:
+    """AER under FSDP2: checkpoint at step 2 (sharded model and optimizer), resume from it to step 3."""
+    spec, out = SHARDED_RUNS["aer"], os.path.join(output_dir, "aer_resume")
+    common = dict(per_device_train_batch_size=8, ddp_backend="gloo", save_strategy="steps", save_steps=2)
+    trainer = make("aer", spec, out, "fsdp2", max_steps=3, **common)
+    trainer.train()
+    resumed = make("aer", spec, out + "-resumed", "fsdp2", max_steps=3, **common)
+    resumed.train(resume_from_checkpoint=os.path.join(out, "checkpoint-2"))
+    return {
+        "history": trainer.state.log_history,
+        "resumed_history": resumed.state.log_history,
+        "method_state": trainer.method_state(),
+        "resumed_method_state": resumed.method_state(),
+        "checkpoint_files": sorted(os.listdir(os.path.join(out, "checkpoint-2"))),
+    }
+
+
 def zero3(output_dir: str) -> dict:
     report = {}
     common = dict(per_device_train_batch_size=8, ddp_backend="gloo", save_strategy="steps", save_steps=2)
@@ -155,7 +172,12 @@ def zero3(output_dir: str) -> dict:
 def main(mode: str, output_dir: str) -> None:
     torch.set_num_threads(1)
     output_dir = os.path.join(output_dir, mode)
-    report = zero3(output_dir) if mode == "zero3" else sharded(mode, output_dir)
+    if mode == "zero3":
+        report = zero3(output_dir)
+    elif mode == "fsdp2_resume":
+        report = fsdp2_resume(output_dir)
+    else:
+        report = sharded(mode, output_dir)
     import torch.distributed as dist
 
     with open(os.path.join(output_dir, f"rank{dist.get_rank()}.json"), "w") as f:

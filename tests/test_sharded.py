@@ -98,6 +98,24 @@ def test_fsdp2_matches_ddp(fsdp2_run, tmp_path):
             torch.testing.assert_close(sharded[n], p, rtol=0, atol=WEIGHT_ATOL, msg=n)
 
 
+def assert_resumed_exactly(report, name):
+    """Resumed at step 2 (model, optimizer, RNG, healtrl state): step 3 is the uninterrupted run's step 3."""
+    full = {e["step"]: e for e in clean_history(report["history"]) if "loss" in e}
+    resumed = {e["step"]: e for e in clean_history(report["resumed_history"]) if "loss" in e}
+    assert sorted(full) == sorted(resumed) == [1, 2, 3]
+    assert resumed[3] == full[3], name
+    assert report["resumed_method_state"] == report["method_state"]
+
+
+@pytest.mark.slow
+def test_fsdp2_checkpoint_resumes_exactly(tmp_path):
+    ranks = run_worker("fsdp2_resume", tmp_path)
+    assert clean_history(ranks[0]["history"]) == clean_history(ranks[1]["history"])
+    assert_resumed_exactly(ranks[0], "aer")
+    # accelerate's FSDP checkpoint (full state dict: model and optimizer) next to healtrl's state.
+    assert {"pytorch_model_fsdp.bin", "optimizer.bin", "healtrl_state.json"} <= set(ranks[0]["checkpoint_files"])
+
+
 DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
 
 
@@ -116,12 +134,7 @@ def test_zero3_every_trainer_runs_checkpoints_and_resumes(tmp_path):
         r0, r1 = ranks[0][name], ranks[1][name]
         assert r0["distributed_type"] == "DistributedType.DEEPSPEED"
         assert clean_history(r0["history"]) == clean_history(r1["history"])
-        full = {e["step"]: e for e in clean_history(r0["history"]) if "loss" in e}
-        resumed = {e["step"]: e for e in clean_history(r0["resumed_history"]) if "loss" in e}
-        assert sorted(full) == sorted(resumed) == [1, 2, 3]
-        # Resumed at step 2 (DeepSpeed checkpoint, RNG, healtrl state): step 3 is the uninterrupted run's step 3.
-        assert resumed[3] == full[3], name
-        assert r0["resumed_method_state"] == r0["method_state"]
+        assert_resumed_exactly(r0, name)  # from DeepSpeed's checkpoint
         folder = tmp_path / "zero3" / name
         assert (folder / "checkpoint-2" / "global_step2").is_dir()  # DeepSpeed's partitioned states
         assert (folder / "README.md").read_text().strip()
