@@ -15,5 +15,18 @@ import sys
 
 from healtrl.cli import train_main
 
+
+def shut_down_process_group() -> None:
+    """End a torchrun / accelerate launch worker cleanly: a live gloo process group can hang or abort the exit."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 if __name__ == "__main__":
-    sys.exit(train_main(sys.argv[1:]))
+    try:
+        code = train_main(sys.argv[1:])
+    finally:
+        shut_down_process_group()
+    sys.exit(code)

@@ -82,10 +82,12 @@ def test_accelerate_configs_load_with_accelerate_schema():
     files = sorted(glob.glob(str(CONFIGS / "accelerate" / "*.yaml")))
     names = {os.path.basename(f) for f in files}
     assert {"ddp_8gpu.yaml", "fsdp2_8gpu.yaml", "deepspeed_zero3_8gpu.yaml", "multinode_2x8.yaml"} <= names
+    assert {"ddp_cpu2.yaml", "fsdp2_cpu2.yaml"} <= names  # CPU rehearsals (tests/test_accelerate_launch.py)
     for path in files:
         assert Path(path).read_text().startswith("#"), f"{path} needs a header comment"
         config = load_config_from_file(path)  # a dataclass: unknown fields would raise
-        assert config.num_processes == config.num_machines * 8
+        per_machine = 2 if path.endswith("_cpu2.yaml") else 8
+        assert config.num_processes == config.num_machines * per_machine
 
 
 # ----------------------------------------------------------------------------------------------------------------

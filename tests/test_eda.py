@@ -494,6 +494,7 @@ def test_invalid_arguments():
         pairwise_entropy_similarity([torch.tensor([0.1, float("nan")])])
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_matches_cpu():
     rng = random.Random(11)

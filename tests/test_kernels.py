@@ -465,7 +465,9 @@ def test_auto_falls_back_when_the_self_check_fails(monkeypatch):
 # ---------------------------------------------------------------------------------------------------------------
 # CUDA (runs only where a GPU is present: compiled Triton kernels and the torch path on the device)
 # ---------------------------------------------------------------------------------------------------------------
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def cuda(test):
+    """GPU-only: selected by `pytest -m gpu`, skipped without a CUDA device."""
+    return pytest.mark.gpu(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")(test))
 
 
 @cuda
