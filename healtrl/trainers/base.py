@@ -90,6 +90,14 @@ class EntropyGRPOConfig(GRPOConfig):
             The guard's entropy threshold as a fraction of log(vocabulary size), the entropy of the uniform
             distribution. Generous by default: on the toy model (103 tokens, log V = 4.63 nats) OPEFO's highest entropy
             (4.03 nats, `benchmarks/results/toy_study.md`) is 0.87 of it.
+        vllm_cpu_weight_sync (`str`, *optional*, defaults to `"auto"`):
+            With `use_vllm` on a CPU, TRL 1.16's weight sync fails (colocate: vLLM's CPU backend packs its layers;
+            server: TRL's NCCL engine needs CUDA). `"auto"`: replace it, only in those two cases, with vLLM's in-place
+            reload (colocate) or a file handed to a server started with `python -m healtrl.vllm_serve` (server);
+            checked with vLLM 0.32 (`healtrl/trainers/_vllm_sync.py`), refused on other versions. `"off"`: TRL's own.
+        vllm_weight_sync_dir (`str`, *optional*):
+            Folder for the weights file of the server-mode CPU sync (trainer and server must share the file system).
+            Default: a new temporary folder.
     """
 
     rollout_entropy: bool = field(
@@ -161,8 +169,22 @@ class EntropyGRPOConfig(GRPOConfig):
             "the uniform distribution (1.0: only non-finite values stop the run)."
         },
     )
+    vllm_cpu_weight_sync: str = field(
+        default="auto",
+        metadata={
+            "help": "With use_vllm on a CPU: 'auto' replaces TRL's weight sync (which fails there) with vLLM's in-place "
+            "reload (colocate) or a file sync with a `python -m healtrl.vllm_serve` server; 'off' keeps TRL's.",
+            "choices": ["auto", "off"],
+        },
+    )
+    vllm_weight_sync_dir: str | None = field(
+        default=None,
+        metadata={"help": "Folder for the server-mode CPU weight-sync file (default: a new temporary folder)."},
+    )
 
     def __post_init__(self):
+        if self.vllm_cpu_weight_sync not in ("auto", "off"):
+            raise ValueError(f"vllm_cpu_weight_sync must be 'auto' or 'off', got {self.vllm_cpu_weight_sync!r}.")
         if not 0.0 < float(self.divergence_entropy_fraction) <= 1.0:
             raise ValueError(
                 f"divergence_entropy_fraction must be in (0, 1] (a fraction of the uniform entropy log V); got "
@@ -389,6 +411,10 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
         self._card_train_dataset_name = getattr(info, "dataset_name", None)  # before `mix_datasets` replaces it
         if train_dataset is not None:
             train_dataset = self.mix_datasets(train_dataset, args)
+        if args.use_vllm and is_available("vllm"):
+            from . import _vllm_sync
+
+            _vllm_sync.install(args)  # CPU-only replacement of TRL's weight sync; see its docstring
         try:
             super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
         except ImportError as exc:
