@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -57,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from healtrl._distributed import Processes, interleave, processes
 from healtrl._prompts import eos_token_ids, is_conversational
 from healtrl._prompts import tokenize_prompts as _tokenize_prompts
 from healtrl.functional.evaluation import pass_at_k
@@ -310,6 +312,12 @@ def _progress(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="sample", disable=not enabled, dynamic_ncols=True, leave=False)
 
 
+def batch_seed(seed: int, start: int) -> int:
+    """The seed of the generation batch that starts at sequence `start` (the same for any number of processes)."""
+    digest = hashlib.sha256(f"healtrl-eval:{seed}:{start}".encode()).hexdigest()
+    return int(digest[:15], 16)
+
+
 class TransformersGenerator:
     """Samples completions with transformers' `generate`, in left-padded batches of `settings.batch_size` sequences.
 
@@ -346,23 +354,39 @@ class TransformersGenerator:
         )
 
     def generate(
-        self, prompt_ids: Sequence[Sequence[int]], settings: SamplingSettings, desc: str = "", progress: bool = True
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        settings: SamplingSettings,
+        desc: str = "",
+        progress: bool = True,
+        procs: Processes | None = None,
     ) -> list[list[Completion]]:
-        """`settings.k` completions for each prompt (given as token ids)."""
+        """`settings.k` completions for each prompt (given as token ids).
+
+        Each batch of `settings.batch_size` sequences is sampled with its own seed, derived from `settings.seed` and its
+        position, so the completions do not depend on how many processes share the batches (`procs`: each process
+        samples every `world`-th batch, and the batches are gathered in order on every process).
+        """
         import torch
 
+        procs = procs or Processes()
         model = self.model
         device = next(model.parameters()).device
         config = self._generation_config(settings)
         eos = torch.tensor(self.eos_token_ids)
         # Every prompt k times, in order: sequence i belongs to prompt i // k.
         sequences = [list(ids) for ids in prompt_ids for _ in range(settings.k)]
-        out: list[Completion] = []
+        starts = list(range(0, len(sequences), settings.batch_size))
+        mine: list[list[Completion]] = []
         was_training = model.training
         model.eval()
         try:
-            with torch.no_grad(), _progress(len(sequences), desc, progress) as bar:
-                for start in range(0, len(sequences), settings.batch_size):
+            with torch.no_grad(), _progress(len(sequences), desc, progress and procs.is_main) as bar:
+                for unit in procs.mine(len(starts)):
+                    start = starts[unit]
+                    out: list[Completion] = []
+                    mine.append(out)
+                    torch.manual_seed(batch_seed(settings.seed, start))
                     batch = sequences[start : start + settings.batch_size]
                     length = max(len(ids) for ids in batch)
                     input_ids = torch.full((len(batch), length), self.pad_token_id, dtype=torch.long)
@@ -385,10 +409,11 @@ class TransformersGenerator:
                             truncated = True
                         text = self.tokenizer.decode(ids, skip_special_tokens=True)
                         out.append(Completion(text=text, token_ids=ids, truncated=truncated))
-                    bar.update(len(batch))
+                    bar.update(len(batch) * procs.world)
         finally:
             model.train(was_training)
-        return [out[i * settings.k : (i + 1) * settings.k] for i in range(len(prompt_ids))]
+        flat = [c for batch in interleave(procs.gather(mine), len(starts), procs.world) for c in batch]
+        return [flat[i * settings.k : (i + 1) * settings.k] for i in range(len(prompt_ids))]
 
 
 class VLLMGenerator:
@@ -434,9 +459,20 @@ class VLLMGenerator:
         self.llm = llm
 
     def generate(
-        self, prompt_ids: Sequence[Sequence[int]], settings: SamplingSettings, desc: str = "", progress: bool = True
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        settings: SamplingSettings,
+        desc: str = "",
+        progress: bool = True,
+        procs: Processes | None = None,
     ) -> list[list[Completion]]:
-        """`settings.k` completions for each prompt (given as token ids)."""
+        """`settings.k` completions for each prompt (given as token ids); every request is seeded with `settings.seed`,
+        so sharding the prompts over processes (`procs`: every `world`-th prompt each) changes nothing."""
+        procs = procs or Processes()
+        if procs.distributed:
+            units = len(prompt_ids)
+            mine = self.generate([prompt_ids[i] for i in procs.mine(units)], settings, desc, progress and procs.is_main)
+            return interleave(procs.gather(mine), units, procs.world)
         params = self.vllm.SamplingParams(
             n=settings.k,
             temperature=float(settings.temperature),
@@ -547,6 +583,7 @@ def evaluate_task(
     split: str = "",
     threshold: float = DEFAULT_THRESHOLD,
     progress: bool = True,
+    procs: Processes | None = None,
 ) -> TaskResult:
     """Sample, score and summarise one task's dataset.
 
@@ -560,19 +597,28 @@ def evaluate_task(
         reward: Name of the reward in `healtrl.data.REWARD_FUNCS` (or a dotted path).
         split: Split name (stored).
         threshold: A completion is correct when its reward is >= threshold.
-        progress: Show progress bars.
+        progress: Show progress bars (on the main process only).
+        procs: The processes of a launch (`healtrl._distributed.processes()`) that share the work; default: this one.
 
     Returns:
-        The `TaskResult`.
+        The `TaskResult` (the same on every process, and the same as a single-process run with the same seed).
     """
     from healtrl.data import get_reward_func
 
     start = time.perf_counter()
+    procs = procs or Processes()
     reward_func = get_reward_func(reward)
     prompt_ids = tokenize_prompts(tokenizer, dataset["prompt"])
     with _seeded(settings.seed):
-        completions = generator.generate(prompt_ids, settings, desc=f"{task} (k={settings.k})", progress=progress)
-    rewards = score_completions(dataset, completions, reward_func, reward_name=reward)
+        kwargs = {"procs": procs} if procs.distributed else {}
+        completions = generator.generate(
+            prompt_ids, settings, desc=f"{task} (k={settings.k})", progress=progress, **kwargs
+        )
+    # Scoring is sharded like generation: each process scores every `world`-th problem, gathered in order.
+    units = len(completions)
+    mine = list(procs.mine(units))
+    own = score_completions(dataset.select(mine), [completions[i] for i in mine], reward_func, reward_name=reward)
+    rewards = interleave(procs.gather(own), units, procs.world)
     return summarise(task, split, reward, threshold, settings.k, completions, rewards, time.perf_counter() - start)
 
 
@@ -707,6 +753,7 @@ def evaluate(
     trust_remote_code: bool = False,
     vllm_kwargs: dict[str, Any] | None = None,
     progress: bool = True,
+    procs: Processes | None = None,
 ) -> EvalResults:
     """Evaluate `model` on `tasks` with `k` samples per problem.
 
@@ -728,10 +775,17 @@ def evaluate(
         trust_remote_code: Passed to `from_pretrained` / vLLM.
         vllm_kwargs: Extra arguments of `vllm.LLM` (`tensor_parallel_size`, `gpu_memory_utilization`, ...).
         progress: Show progress bars.
+        procs: Share the work over the processes of a launch (`healtrl._distributed.processes()`; `healtrl eval` does
+            this under torchrun / accelerate launch): each samples and scores its share, every process returns the
+            whole result, identical to a single-process run with the same seed. Default: this process alone.
 
     Returns:
-        `EvalResults`; write them with `.write(output_dir)`.
+        `EvalResults`; write them with `.write(output_dir)` (on the main process).
     """
+    procs = procs or Processes()
+    progress = progress and procs.is_main
+    if procs.distributed and device == "auto":
+        device = procs.device()
     settings = SamplingSettings(
         k=k,
         temperature=temperature,
@@ -790,6 +844,7 @@ def evaluate(
             split=split or spec.split,
             threshold=threshold,
             progress=progress,
+            procs=procs,
         )
     return results
 
@@ -1277,6 +1332,7 @@ def _model_main(args, prog: str) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     configure_threads()
+    procs = processes()  # under torchrun / accelerate launch: the work is shared, the main process writes
     try:
         results = evaluate(
             args.model,
@@ -1286,11 +1342,14 @@ def _model_main(args, prog: str) -> int:
             num_samples=args.num_samples,
             split=args.split,
             threshold=args.threshold,
+            procs=procs,
             **_backend_kwargs(args, task_paths),
         )
     except (ValueError, ImportError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if not procs.is_main:
+        return 0
     output_dir = args.output_dir or _default_output_dir(args.model)
     json_path, md_path = results.write(output_dir)
     print(results.to_markdown())
@@ -1414,6 +1473,7 @@ def _checkpoints_main(args, prog: str) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     configure_threads()
+    procs = processes()  # under torchrun / accelerate launch: each checkpoint's evaluation is shared
     try:
         outcome = evaluate_checkpoints(
             run_dir,
@@ -1421,11 +1481,14 @@ def _checkpoints_main(args, prog: str) -> int:
             output_dir=args.output_dir,
             threshold=args.threshold,
             batch_size=args.batch_size,
+            procs=procs,
             **_backend_kwargs(args, task_paths),
         )
     except (ValueError, ImportError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if not procs.is_main:
+        return 0
     with open(outcome["files"]["table"]) as f:
         print(f.read())
     reused = len(outcome["rows"]) - len(outcome["evaluated"])
@@ -1522,6 +1585,7 @@ def evaluate_checkpoints(
     vllm_kwargs: dict[str, Any] | None = None,
     update_model_cards: bool = True,
     progress: bool = True,
+    procs: Processes | None = None,
 ) -> dict[str, Any]:
     """Evaluate the saved checkpoints of a training run by a best-checkpoint rule and mark the best.
 
@@ -1568,6 +1632,9 @@ def evaluate_checkpoints(
             f"every_steps={every}; found: {saved}). Save checkpoints with `save_strategy: steps` and `save_steps` "
             "dividing every_steps, or pass --every_steps to match the saved ones."
         )
+    # Under a launch (`procs`) every process evaluates its share of each checkpoint; the main process writes.
+    procs = procs or Processes()
+    progress = progress and procs.is_main
     os.makedirs(output_dir, exist_ok=True)
     rows_path = os.path.join(output_dir, recipes.CHECKPOINT_ROWS)
     key = _evaluation_key(rule, threshold, task_paths)
@@ -1615,6 +1682,7 @@ def evaluate_checkpoints(
                 trust_remote_code=trust_remote_code,
                 vllm_kwargs=vllm_kwargs,
                 progress=progress,
+                procs=procs,
             )
             backend_used = results.backend
             tasks.update({task: result.to_dict() for task, result in results.tasks.items()})
@@ -1632,8 +1700,10 @@ def evaluate_checkpoints(
         }
         if old is not None:  # the weights changed since: replace the stale row
             stored = [r for r in stored if r["checkpoint"] != name]
-            _write_rows(rows_path, stored)
-        _append_row(rows_path, row)
+            if procs.is_main:
+                _write_rows(rows_path, stored)
+        if procs.is_main:
+            _append_row(rows_path, row)
         stored.append(row)
         by_name[name] = row
         evaluated.append(name)
@@ -1645,8 +1715,6 @@ def evaluate_checkpoints(
         rows.append(row)
     best = recipes.choose_best(rows)
     table_path = os.path.join(output_dir, recipes.CHECKPOINT_TABLE)
-    with open(table_path, "w") as f:
-        f.write(recipes.render_checkpoint_table(rows, rule, best, run_dir))
     best_path = os.path.join(output_dir, recipes.BEST_JSON)
     summary = {
         "checkpoint": best["checkpoint"],
@@ -1660,11 +1728,15 @@ def evaluate_checkpoints(
         "not_candidates": skipped,
         "table": table_path,
     }
-    with open(best_path, "w") as f:
-        json.dump(summary, f, indent=2)
-        f.write("\n")
-    if update_model_cards:
-        _mark_best_in_model_cards(run_dir, rows, best, rule, table_path)
+    if procs.is_main:
+        with open(table_path, "w") as f:
+            f.write(recipes.render_checkpoint_table(rows, rule, best, run_dir))
+        with open(best_path, "w") as f:
+            json.dump(summary, f, indent=2)
+            f.write("\n")
+        if update_model_cards:
+            _mark_best_in_model_cards(run_dir, rows, best, rule, table_path)
+    procs.barrier()
     return {
         "rows": rows,
         "best": best,

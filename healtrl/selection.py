@@ -48,6 +48,7 @@ from contextlib import contextmanager
 
 import torch
 
+from healtrl._distributed import processes
 from healtrl._prompts import eos_token_ids, is_conversational, tokenize_prompts
 from healtrl.functional.selection import selection_scores
 
@@ -768,8 +769,17 @@ def select_general_data(
         "max_new_tokens": max_new_tokens,
         "seed": seed,
     }
-    store = _RecordStore(output_dir, settings, overwrite)
-    done = store.load()
+    # Under torchrun / accelerate launch the batches are shared (healtrl/_distributed.py): the main process owns the
+    # folder (it overwrites, repairs and appends), the others read it once it is ready.
+    procs = processes()
+    progress = progress and procs.is_main
+    if procs.is_main:
+        store = _RecordStore(output_dir, settings, overwrite)
+        done = store.load()
+    procs.barrier()
+    if not procs.is_main:
+        store = _RecordStore(output_dir, settings, overwrite=False)
+        done = store.load()
     prompts = {}
     for i in indices:
         prompts[i] = build_prompt(pool[i])
@@ -785,7 +795,7 @@ def select_general_data(
     # ---------------------------------------------------------------------------- score the missing questions
     if pending:
         if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+            device = procs.device()
         policy, tokenizer = load_model_and_tokenizer(model, dtype=dtypes[dtype])
         policy.to(device).eval()
         if tokenizer.pad_token is None:
@@ -814,29 +824,38 @@ def select_general_data(
                 seed=seed,
             )
         bar = tqdm(total=len(indices), initial=len(done), unit="question", desc="healtrl select", disable=not progress)
-        for start in range(0, len(pending), batch_size):
-            batch = pending[start : start + batch_size]
-            records = _score_batch(
-                batch,
-                pool,
-                prompts,
-                tokenizer,
-                policy,
-                generator,
-                reward_func,
-                reward_mapping,
-                num_rollouts=num_rollouts,
-                temperature=temperature,
-                correct_threshold=correct_threshold,
-                top_fraction=top_fraction,
-                forward_batch_size=forward_batch_size,
+        # Batches are cut from `pending` as in a single-process run and seeded from their first question, so each
+        # process scores every `world`-th one and the gathered records equal a single-process run's, in its order.
+        batches = [pending[start : start + batch_size] for start in range(0, len(pending), batch_size)]
+        for first in range(0, len(batches), procs.world):
+            unit = first + procs.rank
+            records = (
+                []
+                if unit >= len(batches)
+                else _score_batch(
+                    batches[unit],
+                    pool,
+                    prompts,
+                    tokenizer,
+                    policy,
+                    generator,
+                    reward_func,
+                    reward_mapping,
+                    num_rollouts=num_rollouts,
+                    temperature=temperature,
+                    correct_threshold=correct_threshold,
+                    top_fraction=top_fraction,
+                    forward_batch_size=forward_batch_size,
+                )
             )
-            for record in records:
-                record["fingerprint"] = store.fingerprint
-            store.append(records)
-            for record in records:
-                done[record["index"]] = record
-            bar.update(len(batch))
+            for gathered in procs.gather(records):  # rank order = batch order
+                for record in gathered:
+                    record["fingerprint"] = store.fingerprint
+                if procs.is_main and gathered:
+                    store.append(gathered)
+                for record in gathered:
+                    done[record["index"]] = record
+                bar.update(len(gathered))
         bar.close()
 
     # ---------------------------------------------------------------------------- top K
@@ -851,6 +870,9 @@ def select_general_data(
     for name in SCORE_COLUMNS:
         selected = selected.add_column(name, [float(r[name]) for r in ranked])
     selected = selected.add_column(INDEX_COLUMN, chosen)
+    if not procs.is_main:
+        procs.barrier()  # the main process writes the selection
+        return selected
     selected_dir = os.path.join(output_dir, SELECTED_DIR)
     shutil.rmtree(selected_dir, ignore_errors=True)
     selected.save_to_disk(selected_dir)
@@ -859,6 +881,7 @@ def select_general_data(
             f.write(json.dumps(row, default=str) + "\n")
     if hub_dataset_id:
         selected.push_to_hub(hub_dataset_id, private=hub_private)
+    procs.barrier()
     return selected
 
 
@@ -1160,6 +1183,9 @@ def select_main(argv: list[str] | None = None, prog: str = "healtrl select") -> 
     except (SelectionError, MissingExtraError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    procs = processes()
+    if not procs.is_main:
+        return 0
     path = os.path.join(args.output_dir, SELECTED_DIR)
     print(f"Selected {len(selected)} questions (sorted by score) -> {os.path.abspath(path)}")
     return 0

@@ -1,0 +1,45 @@
+"""torchrun worker for tests/test_select_eval_processes.py: `healtrl select` and `healtrl eval` on 2 CPU processes.
+
+Run as `torchrun --nproc_per_node 2 tests/dist_select_eval_worker.py OUTPUT_DIR`; each rank writes rank{r}.json with
+the exit codes and the process group size it saw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.select_eval_args import checkpoints_args, eval_args, select_args  # noqa: E402
+
+
+def main(out: str) -> None:
+    from transformers.generation.utils import GenerationMixin
+
+    from healtrl.evaluation import eval_main
+    from healtrl.selection import select_main
+
+    calls = {"n": 0}
+    original = GenerationMixin.generate
+
+    def counted(self, *args, **kwargs):  # each call is one generation batch of this process
+        calls["n"] += 1
+        return original(self, *args, **kwargs)
+
+    GenerationMixin.generate = counted
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    report = {"rank": rank, "world_size": world}
+    report["select_code"] = select_main(select_args(out))
+    report["select_batches"] = calls["n"]
+    report["eval_code"] = eval_main(eval_args(out))
+    report["eval_batches"] = calls["n"] - report["select_batches"]
+    report["checkpoints_code"] = eval_main(checkpoints_args(out, os.environ["HEALTRL_TEST_RUN"]))
+    Path(out, f"rank{rank}.json").write_text(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
