@@ -62,7 +62,6 @@ class Processes:
             dist.barrier()
 
 
-
 def processes() -> Processes:
     """This process's place in the launch; initialises the default process group on first use in a launch."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
