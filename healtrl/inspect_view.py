@@ -377,10 +377,13 @@ def _esc(text: str) -> str:
 
 def _completion_html(c: CompletionView, index: int, max_entropy: float, diff: float | None) -> str:
     spans = []
-    for tok, h, p in zip(c.tokens, c.entropies, c.probs):
+    probs = c.probs or [None] * len(c.tokens)  # a training-time view has no probabilities where none were computed
+    for tok, h, p in zip(c.tokens, c.entropies, probs):
+        prob = "" if p is None else f", p = {p:.4f}"
+        data = "" if p is None else f' data-p="{p!r}"'
         spans.append(
             f'<span class="tok" style="background:{entropy_colour(h, max_entropy)};color:{_text_colour(h, max_entropy)}"'
-            f' title="entropy {h:.4f} nats, p = {p:.4f}" data-h="{h!r}" data-p="{p!r}">{_esc(tok)}</span>'
+            f' title="entropy {h:.4f} nats{prob}" data-h="{h!r}"{data}>{_esc(tok)}</span>'
         )
     reward = "n/a" if c.reward is None else f"{c.reward:g}"
     extra = "" if diff is None else f" &middot; &Delta;H vs model 1: {diff:+.4f}"
