@@ -549,7 +549,11 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
     @property
     def needs_rollout_entropies(self) -> bool:
         """Whether `augment_rewards` receives per-token rollout entropies."""
-        return bool(self._arg("rollout_entropy")) or (self._inspect is not None and self._inspect.wants_entropies(self))
+        return bool(self._arg("rollout_entropy"))
+
+    def _computes_rollout_entropies(self) -> bool:
+        # The method's need, or the entropy views and metrics of `_inspect_hooks.py` (not handed to lever 3).
+        return self.needs_rollout_entropies or (self._inspect is not None and self._inspect.wants_entropies(self))
 
     @property
     def needs_power_sums(self) -> bool:
@@ -705,7 +709,7 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
         )
 
     def _generate(self, prompts: list):
-        if not self.needs_rollout_entropies:
+        if not self._computes_rollout_entropies():
             return super()._generate(prompts)
         steps: list[torch.Tensor] | None = None
         if self._entropies_from_generation():
@@ -791,11 +795,11 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
 
     def _augmented_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        if not (self._augmentation_names or self.needs_rollout_entropies):
+        if not (self._augmentation_names or self._computes_rollout_entropies()):
             return rewards_per_func
 
         entropies = entropy_mask = None
-        if self.needs_rollout_entropies:
+        if self._computes_rollout_entropies():
             if self._rollout_ids is None:
                 raise RuntimeError("Rollout entropies were requested but no rollouts were recorded by `_generate`.")
             local_entropies, local_mask = self._rollout_entropy_pass()
@@ -817,8 +821,8 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
             rewards_per_func=rewards_per_func,
             reward_func_names=list(self.reward_func_names),
             num_generations=self.num_generations if self._mode == "train" else self.num_generations_eval,
-            entropies=entropies,
-            entropy_mask=entropy_mask,
+            entropies=entropies if self.needs_rollout_entropies else None,
+            entropy_mask=entropy_mask if self.needs_rollout_entropies else None,
         )
         augmented = self.augment_rewards(rollouts)
         missing = set(self._augmentation_names) - set(augmented)
