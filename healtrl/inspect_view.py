@@ -347,8 +347,18 @@ def entropy_colour(entropy: float, max_entropy: float = DEFAULT_MAX_ENTROPY) -> 
     return "#800026"
 
 
+def _luminance(colour: str) -> float:
+    """WCAG relative luminance of a `#rrggbb` colour."""
+    channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
 def _text_colour(entropy: float, max_entropy: float) -> str:
-    return "#ffffff" if entropy / max_entropy > 0.7 else "#111111"
+    """Black or white, whichever contrasts more with the token's background: at least 4.58:1 on any colour (WCAG AA
+    asks 4.5:1 for normal text; checked in tests/test_inspect_browser.py)."""
+    lum = _luminance(entropy_colour(entropy, max_entropy))
+    return "#ffffff" if (1.05 / (lum + 0.05)) > ((lum + 0.05) / 0.05) else "#000000"
 
 
 _CSS = """
