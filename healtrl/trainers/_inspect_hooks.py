@@ -13,7 +13,8 @@ Where the pieces live:
     (the per-token list, rounded to 4 decimals) to TRL's completions table (parquet, wandb, trackio);
   - every `inspect_every_steps` optimizer steps (training only, main process), writes the `healtrl inspect` page of the
     first `inspect_num_prompts` prompt groups of the main process's rollouts to `output_dir/inspect/step-N.html` (N:
-    optimizer steps done before the rollouts were sampled) with its data as `step-N.json`, and sends them to the
+    optimizer steps done before the rollouts were sampled; a resumed run also shows its first rollouts) with its data
+    as `step-N.json`, and sends them to the
     trackers: wandb (`wandb.Html` of the page, a `wandb.Table` of the completions, a `wandb.Histogram` of every token
     entropy of the batch), trackio (a `trackio.Table`, and a `trackio.Histogram` where the installed trackio has one),
     tensorboard (the summary PNG as an image, and a histogram).
