@@ -6,8 +6,10 @@ generations per step, one torch thread), `report_to: none`, each for `--steps` o
 within each round (order rotated per round) so machine load hits both alike. A step is timed from `on_step_begin` to
 `on_step_end`: generation, rollout entropies, rewards, the view (HTML + JSON, written in `_calculate_rewards`),
 loss, backward, optimizer. Reported: the median over rounds of (mean step time on) / (mean step time off), with the
-interquartile range; the median time of a view step and of other steps of the "on" run; and the time to render the
-summary PNG that a tensorboard run adds to each view (matplotlib, measured on the last view).
+interquartile range (the machine's load moves it by a few percent either way); the median time of a view step and of
+other steps of the "on" run, and the extra time of a view step over its neighbouring steps of the same run (paired, so
+load cancels) with the ratio it implies at the interval; and the time to render the summary PNG that a tensorboard
+run adds to each view (matplotlib, measured on the last view).
 
     python benchmarks/inspect_overhead.py                       # 5 rounds of 50 steps (~4 min on 2 CPU cores)
     python benchmarks/inspect_overhead.py --rounds 1 --steps 10 # quick look
@@ -95,7 +97,7 @@ def main(argv=None):
     from healtrl.inspect_view import render_summary_png
     from healtrl.trainers._inspect_hooks import load_run, view_files
 
-    ratios, on_means, off_means, view_steps, other_steps, png_ms = [], [], [], [], [], []
+    ratios, on_means, off_means, view_steps, other_steps, png_ms, extras = [], [], [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             order = [("on", args.every), ("off", 0)]
@@ -112,6 +114,9 @@ def main(argv=None):
                     assert len(views) == expected, (views, expected)
                     done = [int(os.path.basename(v)[5:-5]) for v in views]  # step-N.json: view at step N
                     view_steps += [times[s] for s in done]  # step index s = the step that sampled the view
+                    for s in done:  # paired: the view step against its neighbours of the same run
+                        near = [times[i] for i in range(max(s - 3, 0), min(s + 4, len(times))) if i not in done]
+                        extras.append(times[s] - statistics.median(near))
                     other_steps += [t for i, t in enumerate(times) if i not in done]
                     start = time.perf_counter()
                     render_summary_png([load_run(views[-1])], os.path.join(tmp, "summary.png"))
@@ -123,6 +128,8 @@ def main(argv=None):
             print(f"round {r}: on {1000 * means['on']:.1f} ms, off {1000 * means['off']:.1f} ms, "
                   f"ratio {ratios[-1]:.3f}", flush=True)  # fmt: skip
 
+    extra = statistics.median(extras)
+    estimate = 1 + extra / (args.every * statistics.median(off_means))
     lo, hi = quartiles(ratios)
     ratio = statistics.median(ratios)
     lines = [
@@ -147,6 +154,8 @@ def main(argv=None):
         f"| meets | {'yes' if ratio <= 1.05 else 'NO'} |",
         f"| step with a view (ms, median) | {1000 * statistics.median(view_steps):.1f} |",
         f"| other steps of the 'on' run (ms, median) | {1000 * statistics.median(other_steps):.1f} |",
+        f"| extra time of a view step over its neighbours (ms, median, paired within a run) | {1000 * extra:.1f} |",
+        f"| ratio implied by that extra time: 1 + extra / ({args.every} x off step) | {estimate:.4f} |",
         f"| summary PNG per view, tensorboard runs only (ms, median) | {statistics.median(png_ms):.0f} |",
         "",
     ]

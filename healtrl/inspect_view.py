@@ -416,6 +416,7 @@ def render_html(runs: Sequence[InspectRun], max_entropy: float = DEFAULT_MAX_ENT
         f"{entropy_colour(x * max_entropy, max_entropy)} {x * 100:.0f}%" for x in (0, 0.25, 0.5, 0.75, 1)
     )
     names = " vs ".join(_esc(r.model) for r in runs)
+    has_probs = any(c.probs for r in runs for g in r.groups for c in g.completions)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -424,7 +425,7 @@ def render_html(runs: Sequence[InspectRun], max_entropy: float = DEFAULT_MAX_ENT
         f"<h1>Token entropy: {names}</h1>",
         f"<p>Temperature {runs[0].temperature:g}, seed {runs[0].seed}. Each token's background is the exact entropy "
         "of the sampling distribution at that token (full vocabulary, at the sampling temperature); hover a token for "
-        "its entropy and probability.</p>",
+        f"its entropy{' and probability' if has_probs else ''}.</p>",
         f'<div class="legend"><span>0 nats</span><span class="bar" style="background:linear-gradient(to right, '
         f'{gradient})"></span><span>&ge; {max_entropy:g} nats</span></div>',
     ]

@@ -80,6 +80,8 @@ def test_toy_config_view_entropies_equal_the_kernel(toy_run):
     # The page shows the same numbers, token by token, in order; one coloured span per token.
     np.testing.assert_allclose(page_entropies(html), [h for row in got for h in row], rtol=0, atol=0)
     assert html.count('<span class="tok"') == sum(map(len, got))
+    # No probabilities in a training-time view (none computed where the entropies came from the generation logits).
+    assert 'title="entropy ' in html and ", p = " not in html and "hover a token for its entropy." in html
     # Rewards on the page: the toy task's exact-match reward of each completion ("3+5=" -> "8").
     for g in groups:
         a, b = re.search(r"(\d+)\+(\d+)=", g["prompt"][-1]["content"]).groups()
