@@ -132,6 +132,12 @@ def main(argv=None):
     estimate = 1 + extra / (args.every * statistics.median(off_means))
     lo, hi = quartiles(ratios)
     ratio = statistics.median(ratios)
+    if hi <= 1.05:
+        verdict = "yes"
+    elif lo > 1.05:
+        verdict = "NO"
+    else:  # the load of the shared machine moves whole runs by more than the target
+        verdict = f"inconclusive (IQR spans 1.05); paired estimate {'meets' if estimate <= 1.05 else 'misses'} it"
     lines = [
         "# Training-time entropy views: step time on vs off (issue #18 item 2)",
         "",
@@ -151,7 +157,7 @@ def main(argv=None):
         f"| mean step time, views on (ms, median over rounds) | {1000 * statistics.median(on_means):.1f} |",
         f"| ratio on / off (median [IQR] of per-round ratios) | {ratio:.3f} [{lo:.3f}-{hi:.3f}] |",
         "| target | <= 1.05 |",
-        f"| meets | {'yes' if ratio <= 1.05 else 'NO'} |",
+        f"| meets | {verdict} |",
         f"| step with a view (ms, median) | {1000 * statistics.median(view_steps):.1f} |",
         f"| other steps of the 'on' run (ms, median) | {1000 * statistics.median(other_steps):.1f} |",
         f"| extra time of a view step over its neighbours (ms, median, paired within a run) | {1000 * extra:.1f} |",
