@@ -260,3 +260,30 @@ def test_entropy_metrics_against_numpy():
     for q in (10, 50, 90):
         assert got[f"entropy/q{q}"] == pytest.approx(np.quantile(values, q / 100), rel=1e-6)
     assert _inspect_hooks.entropy_metrics(entropies, torch.zeros_like(mask), 0.7) == {}
+
+
+@pytest.mark.parametrize("per_batch", [1, 4])
+def test_resumed_run_keeps_the_view_schedule(per_batch):
+    """The views a resumed run writes are those of the uninterrupted run (`test_kill_resume` checks the histories)."""
+
+    def trainer_at(step):
+        return types.SimpleNamespace(
+            _mode="train",
+            state=types.SimpleNamespace(global_step=step),
+            _generate_every=per_batch,
+            args=types.SimpleNamespace(gradient_accumulation_steps=1),
+        )
+
+    def schedule(start, end):
+        inspector = _inspect_hooks.RolloutInspector(10, 2, 0.7, False)
+        due = []
+        for step in range(start, end, per_batch):  # rollouts are sampled every `per_batch` optimizer steps
+            if inspector.view_due(trainer_at(step)):
+                due.append(step)
+                inspector._bucket = step // 10  # as `on_rollouts` records it
+        return due
+
+    full = schedule(0, 60)
+    assert full == ([0, 10, 20, 30, 40, 50] if per_batch == 1 else [0, 12, 20, 32, 40, 52])
+    for resume in range(per_batch, 60, per_batch):
+        assert schedule(resume, 60) == [s for s in full if s >= resume], resume

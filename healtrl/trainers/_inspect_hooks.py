@@ -13,8 +13,8 @@ Where the pieces live:
     (the per-token list, rounded to 4 decimals) to TRL's completions table (parquet, wandb, trackio);
   - every `inspect_every_steps` optimizer steps (training only, main process), writes the `healtrl inspect` page of the
     first `inspect_num_prompts` prompt groups of the main process's rollouts to `output_dir/inspect/step-N.html` (N:
-    optimizer steps done before the rollouts were sampled; a resumed run also shows its first rollouts) with its data
-    as `step-N.json`, and sends them to the
+    optimizer steps done before the rollouts were sampled; a resumed run keeps the uninterrupted run's schedule) with
+    its data as `step-N.json`, and sends them to the
     trackers: wandb (`wandb.Html` of the page, a `wandb.Table` of the completions, a `wandb.Histogram` of every token
     entropy of the batch), trackio (a `trackio.Table`, and a `trackio.Histogram` where the installed trackio has one),
     tensorboard (the summary PNG as an image, and a histogram).
@@ -105,7 +105,13 @@ class RolloutInspector:
         step count reached the next multiple of `every` (step 0 included)."""
         if not self.every or trainer._mode != "train":
             return False
-        return trainer.state.global_step // self.every != self._bucket
+        step = trainer.state.global_step
+        if self._bucket is None and step > 0:
+            # The first rollouts of a resumed run: follow the schedule of the uninterrupted run, whose previous
+            # rollouts were sampled one rollout batch (in optimizer steps) earlier.
+            per_batch = trainer._generate_every / trainer.args.gradient_accumulation_steps
+            self._bucket = int((step - per_batch) // self.every)
+        return step // self.every != self._bucket
 
     def wants_entropies(self, trainer) -> bool:
         """Whether the rollouts being generated need per-token entropies for this inspector."""
