@@ -347,8 +347,18 @@ def entropy_colour(entropy: float, max_entropy: float = DEFAULT_MAX_ENTROPY) -> 
     return "#800026"
 
 
+def _luminance(colour: str) -> float:
+    """WCAG relative luminance of a `#rrggbb` colour."""
+    channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
 def _text_colour(entropy: float, max_entropy: float) -> str:
-    return "#ffffff" if entropy / max_entropy > 0.7 else "#111111"
+    """Black or white, whichever contrasts more with the token's background: at least 4.58:1 on any colour (WCAG AA
+    asks 4.5:1 for normal text; checked in tests/test_inspect_browser.py)."""
+    lum = _luminance(entropy_colour(entropy, max_entropy))
+    return "#ffffff" if (1.05 / (lum + 0.05)) > ((lum + 0.05) / 0.05) else "#000000"
 
 
 _CSS = """
@@ -377,10 +387,13 @@ def _esc(text: str) -> str:
 
 def _completion_html(c: CompletionView, index: int, max_entropy: float, diff: float | None) -> str:
     spans = []
-    for tok, h, p in zip(c.tokens, c.entropies, c.probs):
+    probs = c.probs or [None] * len(c.tokens)  # a training-time view has no probabilities where none were computed
+    for tok, h, p in zip(c.tokens, c.entropies, probs):
+        prob = "" if p is None else f", p = {p:.4f}"
+        data = "" if p is None else f' data-p="{p!r}"'
         spans.append(
             f'<span class="tok" style="background:{entropy_colour(h, max_entropy)};color:{_text_colour(h, max_entropy)}"'
-            f' title="entropy {h:.4f} nats, p = {p:.4f}" data-h="{h!r}" data-p="{p!r}">{_esc(tok)}</span>'
+            f' title="entropy {h:.4f} nats{prob}" data-h="{h!r}"{data}>{_esc(tok)}</span>'
         )
     reward = "n/a" if c.reward is None else f"{c.reward:g}"
     extra = "" if diff is None else f" &middot; &Delta;H vs model 1: {diff:+.4f}"
@@ -403,6 +416,7 @@ def render_html(runs: Sequence[InspectRun], max_entropy: float = DEFAULT_MAX_ENT
         f"{entropy_colour(x * max_entropy, max_entropy)} {x * 100:.0f}%" for x in (0, 0.25, 0.5, 0.75, 1)
     )
     names = " vs ".join(_esc(r.model) for r in runs)
+    has_probs = any(c.probs for r in runs for g in r.groups for c in g.completions)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -411,7 +425,7 @@ def render_html(runs: Sequence[InspectRun], max_entropy: float = DEFAULT_MAX_ENT
         f"<h1>Token entropy: {names}</h1>",
         f"<p>Temperature {runs[0].temperature:g}, seed {runs[0].seed}. Each token's background is the exact entropy "
         "of the sampling distribution at that token (full vocabulary, at the sampling temperature); hover a token for "
-        "its entropy and probability.</p>",
+        f"its entropy{' and probability' if has_probs else ''}.</p>",
         f'<div class="legend"><span>0 nats</span><span class="bar" style="background:linear-gradient(to right, '
         f'{gradient})"></span><span>&ge; {max_entropy:g} nats</span></div>',
     ]

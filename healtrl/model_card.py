@@ -7,7 +7,8 @@ Every healtrl trainer writes `README.md` (this card) and `curves.png` next to th
   healtrl's offline/toy names are left out), `tags` (trl, grpo, healtrl and the method's tag);
 * the method, a two-line explanation and its paper;
 * the training setup: base model, datasets, reward functions, the method's key hyper-parameters and the shared GRPO
-  ones, the first and final logged entropy and reward, and the entropy/reward curves image;
+  ones, the first and final logged entropy and reward, the entropy/reward curves image and, when the run wrote
+  training-time entropy views (`inspect_every_steps`), the token-entropy summary `inspect_summary.png`;
 * evaluation results, when the log history holds `eval/<task>/<metric>` entries (`PeriodicEvalCallback`) or the
   folder holds a `results.json` written by `healtrl eval` (omitted otherwise);
 * a "Best checkpoint" section, added by `healtrl eval --checkpoints` (`set_card_section`): which checkpoint the
@@ -322,6 +323,7 @@ def build_model_card(
     log_history: Sequence[Mapping[str, Any]] = (),
     summary_keys: Sequence[str] = (),
     curves_image: str | None = None,
+    entropy_image: str | None = None,
     eval_results: Mapping[str, Any] | None = None,
     is_peft: bool = False,
     tags: Sequence[str] = (),
@@ -346,6 +348,9 @@ def build_model_card(
         log_history: `trainer.state.log_history`: the first/final entropy and reward, and `eval/` results.
         summary_keys: Further log keys whose first and final values are reported (e.g. `heal/entropy_target`).
         curves_image: File name of the curves image next to the card (e.g. `"curves.png"`); `None`: no image.
+        entropy_image: File name of the token-entropy summary next to the card (`"inspect_summary.png"`, from the
+            training-time entropy views of `inspect_every_steps`: histogram, entropy by position, high-entropy
+            tokens, first and last view); `None`: no image.
         eval_results: The contents of a `results.json` written by `healtrl eval` (see `read_eval_results`).
         is_peft: Whether the checkpoint is a PEFT adapter (the loading snippet then uses PEFT, `library_name: peft`).
         tags: Hub tags (healtrl's `trl`, `grpo`, `healtrl` and the method tag are the trainer's).
@@ -425,7 +430,7 @@ def build_model_card(
         lines.append("")
 
     summary = training_summary(log_history, summary_keys)
-    if summary or curves_image:
+    if summary or curves_image or entropy_image:
         lines += ["### Entropy and reward", ""]
     if summary:
         rows = [
@@ -436,6 +441,14 @@ def build_model_card(
         lines.append("")
     if curves_image:
         lines += [f"![curves]({curves_image})", ""]
+    if entropy_image:
+        lines += [
+            "Token entropies of the rollouts shown by the training-time entropy views (first and last; "
+            "`output_dir/inspect/`): histogram, mean entropy by position, most frequent high-entropy tokens.",
+            "",
+            f"![token entropy]({entropy_image})",
+            "",
+        ]
 
     # Evaluation (only when there are results)
     logged = eval_results_from_log_history(log_history)

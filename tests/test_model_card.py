@@ -436,6 +436,13 @@ def test_builder_sections_and_values():
 
     bare = card_of()
     assert "## Evaluation" not in bare and "![curves]" not in bare and "### Entropy and reward" not in bare
+    assert "![token entropy]" not in bare and "![token entropy]" not in card
+    # The token-entropy summary of the training-time views, next to the curves (issue #18 item 5)
+    both = card_of(log_history=history, curves_image="curves.png", entropy_image="inspect_summary.png")
+    entropy = section(both, "Training")
+    assert entropy.index("![curves](curves.png)") < entropy.index("![token entropy](inspect_summary.png)")
+    alone = card_of(entropy_image="inspect_summary.png")
+    assert "### Entropy and reward" in alone and "![token entropy](inspect_summary.png)" in alone
     assert "- Base model: not recorded" in bare and "- Datasets: not recorded" in bare
     assert 'AutoModelForCausalLM.from_pretrained("outputs/toy")' in bare
     # the method is GRPO itself: cited once

@@ -186,7 +186,10 @@ def count_model_forwards(trainer):
 
 
 def test_no_forward_beyond_grpos_and_forward_fallback_is_logged(tmp_path):
+    # No entropy view at step 0 (`inspect_every_steps`): with rollout_entropy_source "forward" it would add its own
+    # no-grad pass, and this test counts OPEFO's.
     kwargs = dict(gradient_accumulation_steps=2, per_device_train_batch_size=8, max_completion_length=6)
+    kwargs.update(inspect_every_steps=0)
     grpo = build_trainer(EntropyGRPOTrainer, EntropyGRPOConfig, tmp_path / "grpo", **kwargs)
     opefo = build_trainer(CountingForward, OPEFOConfig, tmp_path / "opefo", **kwargs)
     forced = build_trainer(CountingForward, OPEFOConfig, tmp_path / "fwd", rollout_entropy_source="forward", **kwargs)

@@ -88,10 +88,15 @@ def test_training_run_matches_trl(case, kernel, tmp_path):
     set_seed(0)
     ours.train()
     rel = 1e-5 if kernel == "healtrl" else 1e-6
-    # The divergence guard (on by default) only adds its own metrics; everything else is TRL's.
+    # The divergence guard (on by default) only adds its own metrics, and so does the entropy view of step 0
+    # (`inspect_every_steps`, on by default: rollout entropies and their statistics); everything else is TRL's.
     guard = [{k: v for k, v in e.items() if k.startswith("divergence/")} for e in ours.state.log_history]
     assert all(set(g) == {"divergence/nonfinite", "divergence/entropy_fraction"} for g in guard[:-1])
-    ours_history = [{k: v for k, v in e.items() if not k.startswith("divergence/")} for e in ours.state.log_history]
+    added = ("divergence/", "entropy/", "rollout/entropy")
+    views = [sorted(k for k in e if k.startswith(added[1:])) for e in ours.state.log_history]
+    assert views[0] == ["entropy/high_share", "entropy/q10", "entropy/q50", "entropy/q90", "rollout/entropy"]
+    assert not any(views[1:])  # the next view is at step 50
+    ours_history = [{k: v for k, v in e.items() if not k.startswith(added)} for e in ours.state.log_history]
     assert_histories_equal(trl_trainer.state.log_history, ours_history, rel=rel, abs_=1e-6)
     assert "entropy" in ours.state.log_history[0] and "reward" in ours.state.log_history[0]
     for (name, param), trl_param in zip(ours.model.named_parameters(), trl_trainer.model.parameters()):
@@ -121,8 +126,9 @@ def test_peft_lora_matches_trl(tmp_path):
 
     trl_trainer = run(GRPOTrainer, GRPOConfig, tmp_path / "trl")
     ours = run(EntropyGRPOTrainer, EntropyGRPOConfig, tmp_path / "ours")
-    ours_history = [{k: v for k, v in e.items() if not k.startswith("divergence/")} for e in ours.state.log_history]
-    assert_histories_equal(trl_trainer.state.log_history, ours_history, rel=1e-5, abs_=1e-6)  # guard metrics aside
+    added = ("divergence/", "entropy/", "rollout/entropy")  # the guard's and the step-0 entropy view's metrics
+    ours_history = [{k: v for k, v in e.items() if not k.startswith(added)} for e in ours.state.log_history]
+    assert_histories_equal(trl_trainer.state.log_history, ours_history, rel=1e-5, abs_=1e-6)  # added metrics aside
     assert_params_equal(trl_trainer.model, ours.model)
 
     trainable = {n for n, p in ours.model.named_parameters() if p.requires_grad}

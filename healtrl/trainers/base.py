@@ -49,6 +49,7 @@ from trl.trainer.utils import get_config_model_id, pad
 
 from .._compat import MissingExtraError, check_report_to, is_available, missing_extra, require
 from ..model_card import CURVES_IMAGE, GRPO_PAPER
+from ._inspect_hooks import RolloutInspector, write_entropy_summary
 from ._kernel_bridge import healtrl_lm_head, scatter_power_sums
 
 STATE_FILE = "healtrl_state.json"
@@ -98,6 +99,20 @@ class EntropyGRPOConfig(GRPOConfig):
         vllm_weight_sync_dir (`str`, *optional*):
             Folder for the weights file of the server-mode CPU sync (trainer and server must share the file system).
             Default: a new temporary folder.
+        inspect_every_steps (`int` or `None`, *optional*, defaults to `50`):
+            Every this many optimizer steps (and at step 0), write the `healtrl inspect` page of a few rollouts of that
+            step, tokens coloured by their exact entropy, to `output_dir/inspect/step-N.html` (with `step-N.json`),
+            and send it to the `report_to` trackers that take one (wandb: the page, a table and a histogram; trackio:
+            a table; tensorboard: the summary PNG and a histogram). Those steps compute rollout entropies (as
+            `rollout_entropy`) and log `entropy/high_share` and `entropy/q10`/`q50`/`q90`. `0` or `None`: no views.
+            At 50 the step time stays within 1.05x (`benchmarks/results/inspect_overhead.md`).
+            `healtrl/trainers/_inspect_hooks.py`.
+        inspect_num_prompts (`int`, *optional*, defaults to `2`):
+            Prompt groups (each with its `num_generations` completions) of the main process's rollouts on each view.
+        inspect_high_entropy (`float`, *optional*, defaults to `ln 2 = 0.6931`):
+            Threshold (nats) of `entropy/high_share`, the share of completion tokens whose entropy exceeds it: ln 2
+            is the entropy of a fair coin flip, a fixed scale that shows collapse across steps and runs. The metric is
+            logged whenever rollout entropies are computed (`rollout_entropy`, `log_completions`, view steps).
     """
 
     rollout_entropy: bool = field(
@@ -182,9 +197,28 @@ class EntropyGRPOConfig(GRPOConfig):
         metadata={"help": "Folder for the server-mode CPU weight-sync file (default: a new temporary folder)."},
     )
 
+    inspect_every_steps: int | None = field(
+        default=50,
+        metadata={
+            "help": "Every this many optimizer steps (and at step 0), write the per-token entropy view of a few "
+            "rollouts to output_dir/inspect/step-N.html and send it to wandb/trackio/tensorboard; 0 or null: never."
+        },
+    )
+    inspect_num_prompts: int = field(
+        default=2,
+        metadata={"help": "Prompt groups (with all their completions) shown on each training-time entropy view."},
+    )
+    inspect_high_entropy: float = field(
+        default=0.6931471805599453,
+        metadata={"help": "Threshold in nats of the logged entropy/high_share (default ln 2, a fair coin flip)."},
+    )
+
     def __post_init__(self):
         if self.vllm_cpu_weight_sync not in ("auto", "off"):
             raise ValueError(f"vllm_cpu_weight_sync must be 'auto' or 'off', got {self.vllm_cpu_weight_sync!r}.")
+        from ._inspect_hooks import check_inspect_fields
+
+        check_inspect_fields(self)
         if not 0.0 < float(self.divergence_entropy_fraction) <= 1.0:
             raise ValueError(
                 f"divergence_entropy_fraction must be in (0, 1] (a fraction of the uniform entropy log V); got "
@@ -399,6 +433,7 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
     _rollout_entropies: torch.Tensor | None = None
     _capture_rollout_entropy = False
     _warned_generation_entropy = False
+    _inspect = None
 
     def __init__(self, model, reward_funcs=None, args: EntropyGRPOConfig | None = None, train_dataset=None, **kwargs):
         args = self._resolve_args(model, args)
@@ -457,6 +492,7 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
 
             self._guard = DivergenceGuard(self, self.args.divergence_entropy_fraction)
             self.add_callback(self._guard)
+        self._inspect = RolloutInspector.from_trainer(self)  # entropy views and metrics (_inspect_hooks.py)
 
     # ------------------------------------------------------------------------------------------------------------
     # Config: built, converted or checked once at construction; read through `_arg`
@@ -540,6 +576,10 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
     def needs_rollout_entropies(self) -> bool:
         """Whether `augment_rewards` receives per-token rollout entropies."""
         return bool(self._arg("rollout_entropy"))
+
+    def _computes_rollout_entropies(self) -> bool:
+        # The method's need, or the entropy views and metrics of `_inspect_hooks.py` (not handed to lever 3).
+        return self.needs_rollout_entropies or (self._inspect is not None and self._inspect.wants_entropies(self))
 
     @property
     def needs_power_sums(self) -> bool:
@@ -695,7 +735,7 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
         )
 
     def _generate(self, prompts: list):
-        if not self.needs_rollout_entropies:
+        if not self._computes_rollout_entropies():
             return super()._generate(prompts)
         steps: list[torch.Tensor] | None = None
         if self._entropies_from_generation():
@@ -773,12 +813,19 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
         return entropies[:, :width], completion_mask
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        self._step_entropies = None
+        rewards_per_func = self._augmented_rewards(inputs, prompts, completions, completion_ids_list)
+        if self._inspect is not None and self._step_entropies is not None:
+            self._inspect.on_rollouts(self, prompts, completion_ids_list, rewards_per_func, self._step_entropies)
+        return rewards_per_func
+
+    def _augmented_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        if not (self._augmentation_names or self.needs_rollout_entropies):
+        if not (self._augmentation_names or self._computes_rollout_entropies()):
             return rewards_per_func
 
         entropies = entropy_mask = None
-        if self.needs_rollout_entropies:
+        if self._computes_rollout_entropies():
             if self._rollout_ids is None:
                 raise RuntimeError("Rollout entropies were requested but no rollouts were recorded by `_generate`.")
             local_entropies, local_mask = self._rollout_entropy_pass()
@@ -786,6 +833,7 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
             entropies = self.accelerator.gather(self.accelerator.pad_across_processes(local_entropies, dim=1))
             entropy_mask = self.accelerator.gather(self.accelerator.pad_across_processes(local_mask, dim=1))
             self.log_metric("rollout/entropy", (entropies * entropy_mask).sum() / entropy_mask.sum().clamp(min=1))
+            self._step_entropies = (local_entropies, local_mask, entropies, entropy_mask)
         if not self._augmentation_names:
             return rewards_per_func  # `rollout_entropy` alone: the entropies are logged as `rollout/entropy`
 
@@ -799,8 +847,8 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
             rewards_per_func=rewards_per_func,
             reward_func_names=list(self.reward_func_names),
             num_generations=self.num_generations if self._mode == "train" else self.num_generations_eval,
-            entropies=entropies,
-            entropy_mask=entropy_mask,
+            entropies=entropies if self.needs_rollout_entropies else None,
+            entropy_mask=entropy_mask if self.needs_rollout_entropies else None,
         )
         augmented = self.augment_rewards(rollouts)
         missing = set(self._augmentation_names) - set(augmented)
@@ -921,6 +969,7 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
         if any(curve(history, keys)[1] for keys in DEFAULT_PANELS.values()):
             plot_curves(history, os.path.join(directory, CURVES_IMAGE), title=f"{method['name']}: {model_name}")
             curves = CURVES_IMAGE
+        entropy_image = write_entropy_summary(self.args.output_dir, directory)  # from the views of inspect_every_steps
         versions = {
             "healtrl": healtrl_version,
             "TRL": trl_version,
@@ -946,6 +995,7 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
             log_history=history,
             summary_keys=method["summary_keys"],
             curves_image=curves,
+            entropy_image=entropy_image,
             eval_results=read_eval_results(directory),
             is_peft=peft,
             tags=tags,
