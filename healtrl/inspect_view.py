@@ -37,7 +37,7 @@ import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -208,14 +208,11 @@ def check_lengths(prompt_ids: Sequence[Sequence[int]], context: int | None, max_
 # Generation and entropies
 # ----------------------------------------------------------------------------------------------------------------
 def sample(model, tokenizer, prompt_ids, *, k: int, temperature: float, max_new_tokens: int, seed: int, progress=True):
-    """`k` completions per prompt (`healtrl.evaluation.TransformersGenerator`, cut after the first eos), seeded."""
-    from healtrl.evaluation import SamplingSettings, TransformersGenerator, _seeded
+    """`k` completions per prompt (`healtrl.generation.TransformersGenerator`, cut after the first eos), seeded."""
+    from healtrl.generation import SamplingSettings, TransformersGenerator
 
     settings = SamplingSettings(k=k, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
-    with _seeded(seed):
-        return TransformersGenerator(model, tokenizer).generate(
-            prompt_ids, settings, desc="sampling", progress=progress
-        )
+    return TransformersGenerator(model, tokenizer).generate(prompt_ids, settings, desc="sampling", progress=progress)
 
 
 def token_stats(model, prompt_ids, completion_ids, *, temperature: float, batch_size: int = 16, progress=True):
@@ -586,16 +583,20 @@ def _load(flag: str, name: str, args):
     return model, tokenizer
 
 
+def _check_settings(k: int, num_prompts: int, max_new_tokens: int, temperature: float, max_entropy: float) -> None:
+    checks = [("--k", k, k >= 1, "a positive integer"), ("--num_prompts", num_prompts, num_prompts >= 1, "a positive integer"),
+              ("--max_new_tokens", max_new_tokens, max_new_tokens >= 1, "a positive integer"),
+              ("--temperature", temperature, temperature > 0 and math.isfinite(temperature),
+               "a number > 0 (entropies are those of the sampling distribution; greedy decoding has none)"),
+              ("--max_entropy", max_entropy, max_entropy > 0, "a number > 0")]  # fmt: skip
+    for flag, value, ok, expected in checks:
+        if not ok:
+            raise InspectError(f"{flag} must be {expected}, got {value!r}.")
+
+
 def inspect(args, progress: bool = True) -> list[InspectRun]:
     """Run `healtrl inspect` from parsed arguments; returns the runs (one per model)."""
-    checks = [("--k", args.k >= 1, "a positive integer"), ("--num_prompts", args.num_prompts >= 1, "a positive integer"),
-              ("--max_new_tokens", args.max_new_tokens >= 1, "a positive integer"),
-              ("--temperature", args.temperature > 0 and math.isfinite(args.temperature),
-               "a number > 0 (entropies are those of the sampling distribution; greedy decoding has none)"),
-              ("--max_entropy", args.max_entropy > 0, "a number > 0")]  # fmt: skip
-    for flag, ok, expected in checks:
-        if not ok:
-            raise InspectError(f"{flag} must be {expected}, got {getattr(args, flag[2:])!r}.")
+    _check_settings(args.k, args.num_prompts, args.max_new_tokens, args.temperature, args.max_entropy)
     for flag, name in (("--model", args.model), ("--model2", args.model2)):
         if name is not None:
             _check_model_name(flag, name)
@@ -609,6 +610,51 @@ def inspect(args, progress: bool = True) -> list[InspectRun]:
             print(f"Inspecting {name} on {len(dataset)} prompts x {args.k} completions.", file=sys.stderr)
         runs.append(run_model(model, tokenizer, name, dataset, reward, args, progress=progress))
         del model
+    return runs
+
+
+def inspect_models(
+    models: Mapping[str, tuple],
+    prompts: str,
+    *,
+    num_prompts: int = 4,
+    k: int = 4,
+    temperature: float = 1.0,
+    max_new_tokens: int = 256,
+    seed: int = 0,
+    output_dir: str | None = None,
+    max_entropy: float = DEFAULT_MAX_ENTROPY,
+    progress: bool = False,
+) -> list[InspectRun]:
+    """`healtrl inspect` for models already in memory (a notebook's trained policies), side by side on the same
+    prompts and seed.
+
+    Args:
+        models: label -> (model, tokenizer), in the order of the page's columns (the first is the reference of the
+            entropy differences).
+        prompts: as `--prompts`: `task:NAME`, a dataset file/folder with a `prompt` column, or a `.txt` file.
+        num_prompts, k, temperature, max_new_tokens, seed, max_entropy: as the command's flags of the same names.
+        output_dir: where to write inspect.html, inspect_summary.png and inspect.json (nothing written when None).
+        progress: progress bars for sampling and scoring.
+
+    Returns:
+        One `InspectRun` per model; `render_html(runs)` and `render_summary_png(runs, path)` draw them.
+    """
+    if not models:
+        raise InspectError("inspect_models needs at least one model.")
+    _check_settings(k, num_prompts, max_new_tokens, temperature, max_entropy)
+    dataset, reward = load_prompts(prompts, num_prompts, seed)
+    args = argparse.Namespace(k=k, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+    runs = []
+    for label, (model, tokenizer) in models.items():
+        was_training = model.training
+        model.eval()
+        try:
+            runs.append(run_model(model, tokenizer, label, dataset, reward, args, progress=progress))
+        finally:
+            model.train(was_training)
+    if output_dir is not None:
+        write_outputs(runs, output_dir, max_entropy)
     return runs
 
 

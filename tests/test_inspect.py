@@ -215,3 +215,34 @@ def test_high_entropy_threshold_defaults_to_the_top_fifth_of_tokens():
     assert high_entropy_threshold(runs, None) == pytest.approx(3.2)  # numpy's linear 80th percentile of 0..4
     assert high_entropy_threshold(runs, 0.5) == 0.5
     assert high_entropy_threshold([NS(groups=[])], None) == 0.0
+
+
+def test_inspect_models_in_memory_equals_the_command(pair, tmp_path):
+    """The notebooks' Python form: models already loaded, same prompts and seed -> the command's completions and
+    exact entropies; the model's train/eval mode is restored; bad settings name the setting."""
+    from healtrl.inspect_view import InspectError, inspect_models
+    from healtrl.toy import load_toy_model
+
+    loaded = {name: load_toy_model(name) for name in (MODEL, MODEL2)}
+    loaded[MODEL][0].train()
+    runs = inspect_models(
+        loaded, "task:toy-add", num_prompts=3, k=3, max_new_tokens=6, temperature=TEMPERATURE, seed=5,
+        output_dir=str(tmp_path),
+    )  # fmt: skip
+    assert loaded[MODEL][0].training and not loaded[MODEL2][0].training
+    expected = json.loads((pair / "inspect.json").read_text())["runs"]
+    written = json.loads((tmp_path / "inspect.json").read_text())["runs"]
+    assert [r.model for r in runs] == [MODEL, MODEL2]
+    for got, want in zip(written, expected):
+        for g, w in zip(got["prompts"], want["prompts"]):
+            assert [c["token_ids"] for c in g["completions"]] == [c["token_ids"] for c in w["completions"]]
+            for cg, cw in zip(g["completions"], w["completions"]):
+                torch.testing.assert_close(
+                    torch.tensor(cg["entropies"]), torch.tensor(cw["entropies"]), atol=1e-6, rtol=0
+                )
+                assert cg["reward"] == cw["reward"]
+    assert (tmp_path / "inspect.html").is_file() and (tmp_path / "inspect_summary.png").is_file()
+    with pytest.raises(InspectError, match="--k must be a positive integer"):
+        inspect_models(loaded, "task:toy-add", k=0)
+    with pytest.raises(InspectError, match="at least one model"):
+        inspect_models({}, "task:toy-add")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import html
 import importlib.util
 import json
 import math
@@ -26,7 +27,7 @@ from nbclient import NotebookClient
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO / "notebooks"
 NAMES = ["00_overview", "01_heal", "02_aer", "03_posadv", "04_opefo", "05_baselines"]
-TAGS = ("install", "small-switch", "plot", "eval", "save", "push", "summary")
+TAGS = ("install", "small-switch", "plot", "entropy-view", "eval", "save", "push", "summary")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # The issue's bound for one notebook in CI on 2 cores; each takes well under a minute here (README of notebooks/).
 MAX_SECONDS = 180
@@ -131,17 +132,79 @@ def test_gpu_guard_check(source, expected):
 # ----------------------------------------------------------------------------------------------------------------
 # Static checks
 # ----------------------------------------------------------------------------------------------------------------
-def test_every_notebook_is_there_and_matches_its_generator():
-    assert sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")) == NAMES
+def _build_module():
     spec = importlib.util.spec_from_file_location("_notebook_build", NOTEBOOK_DIR / "_build.py")
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
-    assert list(build.NOTEBOOKS) == NAMES
+    return build
+
+
+def _pyproject() -> dict:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def _constant(source: str, name: str) -> str:
+    """The string assigned to `name` at the top level of a cell."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == [name]:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"no `{name} = ...` in the cell")
+
+
+def test_every_notebook_is_built_from_its_source_with_current_outputs():
+    """Each notebook has its percent-format source, its cells are the source's, and its stored outputs carry the
+    fingerprint of today's source + healtrl package + pyproject.toml (`python notebooks/_build.py` refreshes them)."""
+    build = _build_module()
+    assert sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")) == NAMES
+    assert build.NAMES == NAMES
+    stale = {name: why for name in NAMES if (why := build.staleness(name))}
+    assert not stale, "stale notebooks (run `python notebooks/_build.py`): " + "; ".join(stale.values())
+
+
+def test_readme_links_every_notebook_on_colab_at_the_install_tag():
+    install = tagged(read(NAMES[0]), "install")[0].source
+    repo, ref = _constant(install, "HEALTRL_REPO"), _constant(install, "HEALTRL_REF")
+    assert repo.startswith("https://github.com/")
+    readme = (NOTEBOOK_DIR / "README.md").read_text()
+    colab = "https://colab.research.google.com/github/" + repo.removeprefix("https://github.com/")
     for name in NAMES:
-        written = (NOTEBOOK_DIR / f"{name}.ipynb").read_text()
-        assert written == nbformat.writes(build.build(name)) + "\n", (
-            f"{name}.ipynb differs from what notebooks/_build.py writes: edit _build.py and run it."
-        )
+        assert f"]({colab}/blob/{ref}/notebooks/{name}.ipynb)" in readme, f"no Colab link for {name} at {ref}"
+
+
+def test_staleness_check_can_fail(tmp_path, monkeypatch):
+    """The freshness check notices an edited source, a changed package file and missing outputs."""
+    build = _build_module()
+    name = NAMES[2]
+    monkeypatch.setattr(build, "HERE", tmp_path)
+    (tmp_path / f"{name}.py").write_text((NOTEBOOK_DIR / f"{name}.py").read_text())
+    (tmp_path / f"{name}.ipynb").write_text((NOTEBOOK_DIR / f"{name}.ipynb").read_text())
+    assert build.staleness(name) is None
+    (tmp_path / f"{name}.py").write_text((NOTEBOOK_DIR / f"{name}.py").read_text() + "\n# %%\nprint(1)\n")
+    assert "cells differ" in build.staleness(name)
+    (tmp_path / f"{name}.py").write_text((NOTEBOOK_DIR / f"{name}.py").read_text())
+    real = build.fingerprint(name)
+    monkeypatch.setattr(build, "fingerprint", lambda n: real[::-1])  # what a changed healtrl file does
+    assert "from other code" in build.staleness(name)
+    bare = build.cells_from_source(name)
+    (tmp_path / f"{name}.ipynb").write_text(nbformat.writes(bare))
+    assert "no stored outputs" in build.staleness(name)
+
+
+def test_fingerprint_covers_the_package():
+    build = _build_module()
+    before = build.fingerprint(NAMES[0])
+    probe = REPO / "healtrl" / "_fingerprint_probe.py"
+    try:
+        probe.write_text("# probe\n")
+        assert build.fingerprint(NAMES[0]) != before
+    finally:
+        probe.unlink()
+    assert build.fingerprint(NAMES[0]) == before and build.fingerprint(NAMES[1]) != before
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -150,7 +213,7 @@ def test_notebook_cells(name):
     nbformat.validate(nb)
     assert nb.metadata["kernelspec"]["name"] == "python3"
     for cell in code_cells(nb):
-        assert cell.outputs == [] and cell.execution_count is None, "notebooks are committed without outputs"
+        assert cell.execution_count is not None, "notebooks are committed with the outputs of the small path"
         ast.parse(cell.source)  # every code cell is valid Python
         assert unguarded_gpu_code(cell.source) == [], f"GPU-only code outside `if {CUDA_GUARD}:` in:\n{cell.source}"
     for tag in TAGS:
@@ -159,8 +222,14 @@ def test_notebook_cells(name):
     install = tagged(nb, "install")[0].source
     assert nb.cells.index(tagged(nb, "install")[0]) <= 1, "the install cell comes first"
     assert 'importlib.util.find_spec("healtrl") is None' in install  # a no-op where healtrl is importable
-    assert '"pip", "install"' in install and "healtrl" in install
+    assert '"pip", "install"' in install and 'f"healtrl[tasks] @ git+{HEALTRL_REPO}@{HEALTRL_REF}"' in install
     assert 'pip install -e ".[dev,tasks]"' in install  # the instruction for a clone
+    # from the repository pyproject.toml names, at the tag of this version (healtrl is not on PyPI)
+    import healtrl
+
+    assert _constant(install, "HEALTRL_REPO") == _pyproject()["project"]["urls"]["Repository"]
+    assert _constant(install, "HEALTRL_REF") == f"v{healtrl.__version__}"
+    assert install == tagged(read(NAMES[0]), "install")[0].source, "every notebook has the same install cell"
 
     switch = tagged(nb, "small-switch")[0].source
     assert 'SMALL = os.environ.get("HEALTRL_NOTEBOOK_SMALL", "0") == "1"' in switch
@@ -199,6 +268,48 @@ def _stdout(cell) -> str:
     return "".join(o.text for o in cell.outputs if o.output_type == "stream" and o.name == "stdout")
 
 
+def _displayed(cell) -> list[tuple[str, ...]]:
+    """The rich outputs of a cell, as the tuple of mime types of each (streams left out: how a kernel splits
+    printed text into messages depends on timing)."""
+    return [tuple(sorted(o.data)) for o in cell.outputs if o.output_type in ("display_data", "execute_result")]
+
+
+def _check_outputs(name: str, nb: nbformat.NotebookNode) -> dict:
+    """What every run of a notebook on the small path shows; returns the summary cell's JSON."""
+    errors = [o for cell in nb.cells for o in cell.get("outputs", []) if o.output_type == "error"]
+    assert errors == [], f"{name}: {errors}"
+    # The curves, displayed inline as a PNG.
+    images = [o.data["image/png"] for o in tagged(nb, "plot")[0].outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 1
+    png = base64.b64decode(images[0])
+    assert png.startswith(PNG_SIGNATURE) and len(png) > 10_000  # a real figure, not an empty canvas
+    # The entropy view: the page of coloured tokens (in an iframe) and its PNG summary.
+    view = tagged(nb, "entropy-view")[0].outputs
+    pages = [o.data["text/html"] for o in view if "text/html" in o.get("data", {})]
+    assert len(pages) == 1 and "<iframe srcdoc=" in pages[0]
+    page = html.unescape(pages[0].split('srcdoc="', 1)[1].split('" style=', 1)[0])
+    assert page.startswith("<!DOCTYPE html>") and page.count('<span class="tok"') >= 8 and "nats" in page
+    assert "start" in page  # the starting model's column beside the trained policies
+    summaries = [base64.b64decode(o.data["image/png"]) for o in view if "image/png" in o.get("data", {})]
+    assert len(summaries) == 1 and summaries[0].startswith(PNG_SIGNATURE) and len(summaries[0]) > 10_000
+    # The evaluation table(s).
+    tables = [o for o in tagged(nb, "eval")[0].outputs if {"text/markdown", "text/html"} & set(o.get("data", {}))]
+    assert tables, f"{name}: the eval cell displays no table"
+    assert any("avg@" in "".join(o.data.get("text/markdown", o.data.get("text/html", ""))) for o in tables)
+    return json.loads(_stdout(tagged(nb, "summary")[0]))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stored_outputs_show_the_results(name):
+    """What a reader on GitHub or the Hub sees without running anything: curves, entropy view, evaluation table,
+    the final numbers, from the small path; nothing written to stderr (progress bars, warnings with paths)."""
+    nb = read(name)
+    summary = _check_outputs(name, nb)
+    assert summary["setup"] == "toy"
+    assert all(o.get("name") != "stderr" for cell in code_cells(nb) for o in cell.outputs)
+    assert nb.metadata["healtrl"]["outputs"]["path"].startswith("small")
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_on_the_small_path(name, tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -215,17 +326,16 @@ def test_notebook_runs_on_the_small_path(name, tmp_path, monkeypatch):
     client.execute()  # raises CellExecutionError, naming the cell, when any cell fails
     seconds = time.perf_counter() - start
     assert seconds < MAX_SECONDS, f"{name} took {seconds:.0f} s on the small path (limit {MAX_SECONDS} s)"
-    errors = [o for cell in nb.cells for o in cell.get("outputs", []) if o.output_type == "error"]
-    assert errors == []
-
-    # The curves were displayed inline as a PNG.
-    images = [o.data["image/png"] for o in tagged(nb, "plot")[0].outputs if "image/png" in o.get("data", {})]
-    assert len(images) == 1
-    png = base64.b64decode(images[0])
-    assert png.startswith(PNG_SIGNATURE) and len(png) > 10_000  # a real figure, not an empty canvas
+    summary = _check_outputs(name, nb)
+    # The stored outputs are what today's code displays: the same rich outputs, cell by cell.
+    stored = read(name)
+    for ran, kept in zip(code_cells(nb), code_cells(stored)):
+        assert _displayed(ran) == _displayed(kept), (
+            f"{name}: the stored outputs differ from a fresh run in the cell\n{ran.source[:200]}\n"
+            "run `python notebooks/_build.py`"
+        )
 
     # The final metrics: the toy path, finite numbers, entropy, reward and held-out scores of every run.
-    summary = json.loads(_stdout(tagged(nb, "summary")[0]))
     assert summary["setup"] == "toy"
     metrics = summary["metrics"]
     bad = {k: v for k, v in metrics.items() if not (isinstance(v, (int, float)) and math.isfinite(v))}
@@ -254,3 +364,63 @@ def test_notebook_runs_on_the_small_path(name, tmp_path, monkeypatch):
         with torch.no_grad():
             logits = model(**ids).logits
         assert logits.shape[-1] == model.config.vocab_size and torch.isfinite(logits).all()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The install cell, run against a local build
+# ----------------------------------------------------------------------------------------------------------------
+def test_install_cell_installs_the_tagged_release_from_the_repository(tmp_path):
+    """Runs the install cell, as Colab would, in a fresh virtual environment where healtrl is not importable, with
+    `HEALTRL_REPO` pointed at a local clone of this repository that carries the tag `HEALTRL_REF`.
+
+    The environment sees this machine's packages (torch, trl, ...) through a .pth file, so pip resolves the
+    dependencies without downloading them, but not the editable healtrl (its import hook is not run from there): the
+    cell must install healtrl itself, from the tagged commit. pip is upgraded first (Colab's pip is recent; the one
+    `venv` bundles with Python 3.11 does not parse `name[extra] @ git+file://...`), which needs PyPI like
+    scripts/install.sh.
+    """
+    import shutil
+    import site
+    import subprocess
+    import sys
+
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("needs git and a git checkout of healtrl")
+    install = tagged(read(NAMES[0]), "install")[0].source
+    ref = _constant(install, "HEALTRL_REF")
+    clone = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    marker = "# healtrl install-cell test: this copy came from the tag\n"
+    init = clone / "healtrl" / "__init__.py"
+    init.write_text(init.read_text() + marker)  # tells the installed copy from the checkout's
+    git = ["git", "-C", str(clone), "-c", "user.name=test", "-c", "user.email=test@example.com"]
+    subprocess.run([*git, "commit", "-q", "-am", "marker"], check=True)
+    subprocess.run([*git, "tag", ref], check=True)
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    kw = dict(cwd=tmp_path, env=env, capture_output=True, text=True)  # away from this checkout's healtrl/
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    venv_site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, **kw,
+    ).stdout.strip()  # fmt: skip
+    (Path(venv_site) / "_machine_packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    probe = "import importlib.util; print(importlib.util.find_spec('healtrl') is None)"
+    assert subprocess.run([python, "-c", probe], **kw).stdout.strip() == "True"
+    subprocess.run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True, **kw)
+
+    cell = install.replace(_constant(install, "HEALTRL_REPO"), clone.as_uri())
+    assert cell != install
+    run = subprocess.run([python, "-c", cell], timeout=600, **kw)
+    assert run.returncode == 0, run.stderr[-3000:]
+    check = "import healtrl, inspect; print(healtrl.__version__); print(healtrl.__file__); print(inspect.getsource(healtrl))"
+    out = subprocess.run([python, "-c", check], check=True, **kw).stdout
+    version, path = out.splitlines()[:2]
+    assert f"v{version}" == ref
+    assert Path(path).is_relative_to(venv) and marker in out
+    # a second run finds healtrl and does nothing
+    again = subprocess.run([python, "-c", cell + "\nprint('done')"], timeout=60, **kw)
+    assert again.returncode == 0 and again.stdout.strip() == "done"
