@@ -45,9 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
-import math
 import os
 import re
 import sys
@@ -59,9 +57,16 @@ from typing import Any
 import numpy as np
 
 from healtrl._distributed import Processes, interleave, processes
-from healtrl._prompts import eos_token_ids, is_conversational
+from healtrl._prompts import is_conversational
 from healtrl._prompts import tokenize_prompts as _tokenize_prompts
 from healtrl.functional.evaluation import pass_at_k
+from healtrl.generation import (
+    Completion,
+    SamplingSettings,
+    TransformersGenerator,
+    VLLMGenerator,
+    _is_number,
+)
 
 __all__ = [
     "DEFAULT_THRESHOLD",
@@ -91,67 +96,12 @@ BACKENDS = ("auto", "vllm", "transformers")
 # ----------------------------------------------------------------------------------------------------------------
 # Settings and results
 # ----------------------------------------------------------------------------------------------------------------
-@dataclass
-class SamplingSettings:
-    """How completions are sampled.
-
-    Attributes:
-        k: Completions per problem.
-        temperature: Sampling temperature; 0 decodes greedily (then every one of the k samples is the same).
-        top_p: Nucleus sampling threshold (1.0: off).
-        top_k: Keep the k most likely tokens (0: off).
-        max_new_tokens: Most tokens generated per completion.
-        seed: Seed of the sampling. Each task is sampled from this seed, so a task's result does not depend on the
-            other tasks evaluated with it.
-        batch_size: Sequences per `generate` call (transformers backend; vLLM schedules its own batches).
-    """
-
-    k: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_new_tokens: int = 4096
-    seed: int = 0
-    batch_size: int = 64
-
-    def __post_init__(self):
-        checks = [
-            ("k", isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1, "a positive integer"),
-            ("temperature", _is_number(self.temperature) and self.temperature >= 0, "a number >= 0"),
-            ("top_p", _is_number(self.top_p) and 0 < self.top_p <= 1, "a number in (0, 1]"),
-            ("top_k", isinstance(self.top_k, int) and self.top_k >= 0, "an integer >= 0 (0: off)"),
-            ("max_new_tokens", isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 1, "a positive integer"),
-            ("seed", isinstance(self.seed, int), "an integer"),
-            ("batch_size", isinstance(self.batch_size, int) and self.batch_size >= 1, "a positive integer"),
-        ]
-        for name, ok, expected in checks:
-            if not ok:
-                raise ValueError(f"`{name}` must be {expected}, got {getattr(self, name)!r}.")
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def pass_at_k_points(k: int) -> list[int]:
     """The j of the reported pass@j: 1, 2, 4, ... (powers of two not above `k`), and `k` itself."""
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}.")
     points = [2**i for i in range(k.bit_length()) if 2**i <= k]
     return points if points[-1] == k else [*points, k]
-
-
-@dataclass
-class Completion:
-    """One sampled completion: its text, its length in tokens and whether it hit `max_new_tokens`."""
-
-    text: str
-    token_ids: list[int]
-    truncated: bool
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.token_ids)
 
 
 @dataclass
@@ -304,197 +254,6 @@ def tokenize_prompts(tokenizer, prompts: Sequence) -> list[list[int]]:
         no_template_hint="Evaluate a model whose tokenizer has one (instruct and most base checkpoints do), or set "
         "`tokenizer.chat_template`.",
     )
-
-
-def _progress(total: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="sample", disable=not enabled, dynamic_ncols=True, leave=False)
-
-
-def batch_seed(seed: int, start: int) -> int:
-    """The seed of the generation batch that starts at sequence `start` (the same for any number of processes)."""
-    digest = hashlib.sha256(f"healtrl-eval:{seed}:{start}".encode()).hexdigest()
-    return int(digest[:15], 16)
-
-
-class TransformersGenerator:
-    """Samples completions with transformers' `generate`, in left-padded batches of `settings.batch_size` sequences.
-
-    Every sampling parameter is set explicitly (`do_sample`, `temperature`, `top_p`, `top_k`, no repetition penalty),
-    so the defaults in a checkpoint's `generation_config.json` do not change what is evaluated.
-
-    Args:
-        model: A causal LM (`PreTrainedModel`, or a `PeftModel`).
-        tokenizer: Its tokenizer; needs a pad or an end-of-sequence token.
-    """
-
-    name = "transformers"
-
-    def __init__(self, model, tokenizer):
-        self.model = model
-        self.tokenizer = tokenizer
-        self.eos_token_ids = eos_token_ids(tokenizer, model)
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_ids[0]
-        self.pad_token_id = int(pad)
-
-    def _generation_config(self, settings: SamplingSettings):
-        from transformers import GenerationConfig
-
-        greedy = settings.temperature == 0
-        return GenerationConfig(
-            do_sample=not greedy,
-            temperature=None if greedy else float(settings.temperature),
-            top_p=float(settings.top_p),
-            top_k=int(settings.top_k),
-            repetition_penalty=1.0,
-            max_new_tokens=int(settings.max_new_tokens),
-            eos_token_id=self.eos_token_ids,
-            pad_token_id=self.pad_token_id,
-        )
-
-    def generate(
-        self,
-        prompt_ids: Sequence[Sequence[int]],
-        settings: SamplingSettings,
-        desc: str = "",
-        progress: bool = True,
-        procs: Processes | None = None,
-    ) -> list[list[Completion]]:
-        """`settings.k` completions for each prompt (given as token ids).
-
-        Each batch of `settings.batch_size` sequences is sampled with its own seed, derived from `settings.seed` and its
-        position, so the completions do not depend on how many processes share the batches (`procs`: each process
-        samples every `world`-th batch, and the batches are gathered in order on every process).
-        """
-        import torch
-
-        procs = procs or Processes()
-        model = self.model
-        device = next(model.parameters()).device
-        config = self._generation_config(settings)
-        eos = torch.tensor(self.eos_token_ids)
-        # Every prompt k times, in order: sequence i belongs to prompt i // k.
-        sequences = [list(ids) for ids in prompt_ids for _ in range(settings.k)]
-        starts = list(range(0, len(sequences), settings.batch_size))
-        mine: list[list[Completion]] = []
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.no_grad(), _progress(len(sequences), desc, progress and procs.is_main) as bar:
-                for unit in procs.mine(len(starts)):
-                    start = starts[unit]
-                    out: list[Completion] = []
-                    mine.append(out)
-                    torch.manual_seed(batch_seed(settings.seed, start))
-                    batch = sequences[start : start + settings.batch_size]
-                    length = max(len(ids) for ids in batch)
-                    input_ids = torch.full((len(batch), length), self.pad_token_id, dtype=torch.long)
-                    attention_mask = torch.zeros((len(batch), length), dtype=torch.long)
-                    for row, ids in enumerate(batch):  # left padding: every row continues at the last position
-                        input_ids[row, length - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-                        attention_mask[row, length - len(ids) :] = 1
-                    generated = model.generate(
-                        input_ids=input_ids.to(device),
-                        attention_mask=attention_mask.to(device),
-                        generation_config=config,
-                    )
-                    for row in generated[:, length:].cpu():
-                        hits = torch.isin(row, eos).nonzero()
-                        if len(hits):  # keep the tokens up to and including the first end-of-sequence token
-                            ids = row[: int(hits[0]) + 1].tolist()
-                            truncated = False
-                        else:
-                            ids = row.tolist()
-                            truncated = True
-                        text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                        out.append(Completion(text=text, token_ids=ids, truncated=truncated))
-                    bar.update(len(batch) * procs.world)
-        finally:
-            model.train(was_training)
-        flat = [c for batch in interleave(procs.gather(mine), len(starts), procs.world) for c in batch]
-        return [flat[i * settings.k : (i + 1) * settings.k] for i in range(len(prompt_ids))]
-
-
-class VLLMGenerator:
-    """Samples completions with vLLM (`n = k` samples per request, each request seeded with `settings.seed`).
-
-    Args:
-        model: A local folder or Hub id.
-        dtype: vLLM's `dtype` ("auto", "bfloat16", ...).
-        seed: Seed of the engine.
-        tensor_parallel_size, gpu_memory_utilization, max_model_len, trust_remote_code: passed to `vllm.LLM`.
-        llm: An existing `vllm.LLM` to reuse instead of building one.
-    """
-
-    name = "vllm"
-
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        dtype: str = "auto",
-        seed: int = 0,
-        tensor_parallel_size: int = 1,
-        gpu_memory_utilization: float = 0.9,
-        max_model_len: int | None = None,
-        trust_remote_code: bool = False,
-        llm=None,
-    ):
-        from healtrl._compat import require
-
-        self.vllm = require("vllm", "Generation with vLLM (`--backend vllm`)")
-        if llm is None:
-            kwargs = dict(
-                model=model,
-                dtype=dtype,
-                seed=seed,
-                tensor_parallel_size=tensor_parallel_size,
-                gpu_memory_utilization=gpu_memory_utilization,
-                trust_remote_code=trust_remote_code,
-            )
-            if max_model_len is not None:
-                kwargs["max_model_len"] = max_model_len
-            llm = self.vllm.LLM(**kwargs)
-        self.llm = llm
-
-    def generate(
-        self,
-        prompt_ids: Sequence[Sequence[int]],
-        settings: SamplingSettings,
-        desc: str = "",
-        progress: bool = True,
-        procs: Processes | None = None,
-    ) -> list[list[Completion]]:
-        """`settings.k` completions for each prompt (given as token ids); every request is seeded with `settings.seed`,
-        so sharding the prompts over processes (`procs`: every `world`-th prompt each) changes nothing."""
-        procs = procs or Processes()
-        if procs.distributed:
-            units = len(prompt_ids)
-            mine = self.generate([prompt_ids[i] for i in procs.mine(units)], settings, desc, progress and procs.is_main)
-            return interleave(procs.gather(mine), units, procs.world)
-        params = self.vllm.SamplingParams(
-            n=settings.k,
-            temperature=float(settings.temperature),
-            top_p=float(settings.top_p),
-            top_k=int(settings.top_k) if settings.top_k > 0 else -1,
-            max_tokens=int(settings.max_new_tokens),
-            seed=settings.seed,
-        )
-        requests = [{"prompt_token_ids": list(ids)} for ids in prompt_ids]
-        if progress and desc:
-            print(f"{desc}: {len(requests)} prompts x {settings.k} samples with vLLM", file=sys.stderr)
-        outputs = self.llm.generate(requests, sampling_params=params, use_tqdm=progress)
-        results = []
-        for request in outputs:
-            completions = [
-                Completion(text=o.text, token_ids=list(o.token_ids), truncated=o.finish_reason == "length")
-                for o in request.outputs
-            ]
-            if len(completions) != settings.k:
-                raise RuntimeError(f"vLLM returned {len(completions)} completions for a prompt, expected {settings.k}.")
-            results.append(completions)
-        return results
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -44,13 +44,13 @@ import shutil
 import string
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import contextmanager
 
 import torch
 
 from healtrl._distributed import processes
 from healtrl._prompts import eos_token_ids, is_conversational, tokenize_prompts
 from healtrl.functional.selection import selection_scores
+from healtrl.generation import SamplingSettings, TransformersGenerator, VLLMGenerator
 
 __all__ = [
     "RECORDS_FILE",
@@ -280,129 +280,6 @@ def _eos_token_ids(model, tokenizer) -> list[int]:
         return eos_token_ids(tokenizer, model)
     except ValueError as exc:
         raise SelectionError(str(exc)) from exc
-
-
-def _cut_at_eos(ids: Sequence[int], eos_ids: set[int]) -> list[int]:
-    """Tokens up to and including the first eos (TRL's completion mask)."""
-    ids = list(ids)
-    for i, token in enumerate(ids):
-        if token in eos_ids:
-            return ids[: i + 1]
-    return ids
-
-
-@contextmanager
-def _generation_config(model, config):
-    """Generate with exactly `config`: transformers fills unset fields from `model.generation_config` (as TRL
-    notes for transformers#42762), so the model's own config is swapped out for the duration."""
-    original = model.generation_config
-    model.generation_config = config
-    try:
-        yield
-    finally:
-        model.generation_config = original
-
-
-class _TransformersGenerator:
-    """Batched sampling with `model.generate`, left-padded prompts, as TRL's GRPOTrainer does without vLLM."""
-
-    def __init__(self, model, tokenizer, *, num_rollouts, temperature, top_p, max_new_tokens, seed):
-        from transformers import GenerationConfig
-
-        self.model, self.tokenizer, self.seed, self.num_rollouts = model, tokenizer, seed, num_rollouts
-        self.eos_ids = _eos_token_ids(model, tokenizer)
-        self.config = GenerationConfig(
-            max_new_tokens=max_new_tokens,
-            do_sample=True,
-            temperature=temperature,
-            top_p=top_p,
-            top_k=0,  # TRL's default: no top-k truncation
-            repetition_penalty=1.0,
-            pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=self.eos_ids,
-            disable_compile=True,
-        )
-
-    def generate(self, indices: list[int], prompt_ids: list[list[int]]) -> list[list[list[int]]]:
-        n = self.num_rollouts
-        rows = [ids for ids in prompt_ids for _ in range(n)]
-        width = max(len(r) for r in rows)
-        device = self.model.get_output_embeddings().weight.device
-        input_ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros_like(input_ids)
-        for i, row in enumerate(rows):
-            input_ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
-            attention_mask[i, width - len(row) :] = 1
-        # One seed per batch, from its first question: a resumed run samples its batches as an uninterrupted one.
-        devices = [device] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), _generation_config(self.model, self.config):
-            torch.manual_seed(_derive_seed(self.seed, "batch", indices[0]))
-            output = self.model.generate(
-                input_ids=input_ids.to(device),
-                attention_mask=attention_mask.to(device),
-                generation_config=self.config,
-            )
-        eos = set(self.eos_ids)
-        completions = [_cut_at_eos(row, eos) for row in output[:, width:].tolist()]
-        return [completions[q * n : (q + 1) * n] for q in range(len(prompt_ids))]
-
-
-class _VLLMGenerator:
-    """Sampling with a vLLM engine in this process; each question has its own seed (batching does not matter)."""
-
-    def __init__(
-        self,
-        model_path,
-        eos_ids,
-        *,
-        num_rollouts,
-        temperature,
-        top_p,
-        max_new_tokens,
-        seed,
-        dtype,
-        gpu_memory_utilization,
-        max_model_len,
-    ):
-        from healtrl._compat import require
-
-        require("vllm", "use_vllm=True (generation with vLLM)")
-        from vllm import LLM
-
-        self.num_rollouts, self.seed, self.eos_ids = num_rollouts, seed, eos_ids
-        self.sampling = dict(
-            n=num_rollouts,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_new_tokens,
-            stop_token_ids=list(eos_ids),
-            detokenize=False,
-        )
-        kwargs = dict(model=model_path, tokenizer=model_path, seed=seed, gpu_memory_utilization=gpu_memory_utilization)
-        if dtype is not None:
-            kwargs["dtype"] = dtype
-        if max_model_len is not None:
-            kwargs["max_model_len"] = max_model_len
-        self.llm = LLM(**kwargs)
-
-    def generate(self, indices: list[int], prompt_ids: list[list[int]]) -> list[list[list[int]]]:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        params = [SamplingParams(**self.sampling, seed=_derive_seed(self.seed, "question", i)) for i in indices]
-        prompts = [TokensPrompt(prompt_token_ids=list(ids)) for ids in prompt_ids]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        eos = set(self.eos_ids)
-        result = []
-        for output in outputs:
-            rollouts = [_cut_at_eos(o.token_ids, eos) for o in output.outputs]
-            if len(rollouts) != self.num_rollouts:
-                raise RuntimeError(
-                    f"vLLM returned {len(rollouts)} completions for a prompt, expected {self.num_rollouts}"
-                )
-            result.append(rollouts)
-        return result
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -800,29 +677,42 @@ def select_general_data(
         policy.to(device).eval()
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        if use_vllm:
-            generator = _VLLMGenerator(
-                resolve_model_path(model),
-                _eos_token_ids(policy, tokenizer),
-                num_rollouts=num_rollouts,
-                temperature=temperature,
-                top_p=top_p,
-                max_new_tokens=max_new_tokens,
-                seed=seed,
-                dtype=None if dtype == "auto" else dtype,
-                gpu_memory_utilization=vllm_gpu_memory_utilization,
-                max_model_len=vllm_max_model_len,
-            )
-        else:
-            generator = _TransformersGenerator(
-                policy,
-                tokenizer,
-                num_rollouts=num_rollouts,
-                temperature=temperature,
-                top_p=top_p,
-                max_new_tokens=max_new_tokens,
-                seed=seed,
-            )
+        # healtrl.generation's generators, as evaluation uses them; one `generate` call per batch of questions,
+        # seeded from its first question (transformers) or from each question (vLLM), so that batch size,
+        # processes and resumption do not change the samples.
+        settings = SamplingSettings(
+            k=num_rollouts,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=0,  # TRL's default: no top-k truncation
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            batch_size=batch_size * num_rollouts,
+        )
+        try:
+            if use_vllm:
+                backend = VLLMGenerator(
+                    resolve_model_path(model),
+                    dtype=dtype,
+                    seed=seed,
+                    gpu_memory_utilization=vllm_gpu_memory_utilization,
+                    max_model_len=vllm_max_model_len,
+                    request_seed=lambda seed, index: _derive_seed(seed, "question", index),
+                    eos_ids=_eos_token_ids(policy, tokenizer),
+                    detokenize=False,
+                    feature="use_vllm=True (generation with vLLM)",
+                )
+            else:
+                backend = TransformersGenerator(
+                    policy, tokenizer, batch_seed=lambda seed, pos: _derive_seed(seed, "batch", pos // num_rollouts)
+                )
+        except ValueError as exc:  # no end-of-sequence token
+            raise SelectionError(str(exc)) from exc
+
+        def generator(batch: list[int], prompt_ids: list[list[int]]) -> list[list[list[int]]]:
+            groups = backend.generate(prompt_ids, settings, progress=False, indices=batch)
+            return [[c.token_ids for c in group] for group in groups]
+
         bar = tqdm(total=len(indices), initial=len(done), unit="question", desc="healtrl select", disable=not progress)
         # Batches are cut from `pending` as in a single-process run and seeded from their first question, so each
         # process scores every `world`-th one and the gathered records equal a single-process run's, in its order.
@@ -904,7 +794,7 @@ def _score_batch(
     """Generate, reward and score the questions `batch`: one record per question."""
     batch_prompts = [prompts[i] for i in batch]
     prompt_ids = _tokenize_prompts(tokenizer, batch_prompts)
-    completion_ids = generator.generate(batch, prompt_ids)  # [question][rollout] -> token ids
+    completion_ids = generator(batch, prompt_ids)  # [question][rollout] -> token ids
     flat_prompts = [p for p in batch_prompts for _ in range(num_rollouts)]
     flat_prompt_ids = [p for p in prompt_ids for _ in range(num_rollouts)]
     flat_ids = [ids for per_question in completion_ids for ids in per_question]
