@@ -1,8 +1,8 @@
 """healtrl: reinforcement learning from verifiable rewards without entropy collapse, on top of TRL."""
 
 from ._compat import check_trl_version
+from ._version import __version__
 
-__version__ = "0.1.0.dev0"
 TRL_VERSION = check_trl_version()
 
 from . import trainers as _trainers  # noqa: E402

@@ -257,7 +257,7 @@ def checkpoint_info(trainer, rollout: dict[str, Any]) -> dict[str, Any]:
     import transformers
     import trl
 
-    from . import __version__
+    from ._version import __version__
 
     return {
         "format": FORMAT_VERSION,
@@ -285,7 +285,7 @@ def check_resume(saved: dict[str, Any], trainer, checkpoint: str) -> list[str]:
     """
     import trl
 
-    from . import __version__
+    from ._version import __version__
 
     args = trainer.args
     allowed = set(getattr(args, "resume_allow_mismatch", None) or ())

@@ -23,25 +23,13 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-from typing import NamedTuple
 
 import torch
 
+from ._types import LogProbEntropy
+
 BACKENDS = ("auto", "torch", "triton")
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-
-class LogProbEntropy(NamedTuple):
-    """Per-token statistics, each ``[N]`` float32 (float64 from the reference).
-
-    ``logp`` and ``entropy`` are differentiable with respect to hidden, weight and bias; ``sum_p2`` and
-    ``sum_p2_logp`` are ``None`` unless ``power_sums=True`` and never carry gradient.
-    """
-
-    logp: torch.Tensor
-    entropy: torch.Tensor
-    sum_p2: torch.Tensor | None = None
-    sum_p2_logp: torch.Tensor | None = None
 
 
 def triton_available() -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .api import LogProbEntropy
+from ._types import LogProbEntropy
 
 
 def reference_logprob_entropy(

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import torch
 
-from .api import LogProbEntropy
+from ._types import LogProbEntropy
 
 # Bytes of one fp32 [C, S] tile buffer (two are live: logits and exp)
 TILE_BUDGET_BYTES = 64 * 2**20

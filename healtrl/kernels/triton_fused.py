@@ -41,7 +41,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .api import LogProbEntropy
+from ._types import LogProbEntropy
 from .torch_chunked import finalize, grad_coefficients
 
 VOCAB_SLAB = 16384

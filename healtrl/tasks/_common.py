@@ -108,7 +108,7 @@ def load_source(spec, split: str, path: str | None, config: str | None = None, d
         A `datasets.Dataset`.
     """
     if path is not None:
-        from healtrl.data import _load_local
+        from healtrl._datafiles import _load_local
 
         expanded = os.path.expanduser(str(path))
         if not os.path.exists(expanded):

@@ -129,6 +129,7 @@ def _medbullets_rows(spec, data, num_samples=None, seed=0, question_column=None,
 
 # ------------------------------------------------------------------------------------------------------- medicine
 MEDICINE_SOURCES = ("medbullets", "medxpertqa")
+_SPECS: dict = {}  # name -> TaskSpec of the tasks `register` registered
 """The sources of HEAL's Medicine domain (heal.txt §4.1, App. B), by their healtrl task names."""
 MEDICINE_TEST_PERCENT = 20
 """Share (in %) of each source's questions in the `test` split of the `medicine` tasks."""
@@ -139,7 +140,7 @@ MEDICINE_SPLIT_SALT = "healtrl-medicine-v1"
 def medicine_split(prompt) -> str:
     """ "train" or "test": the side of the Medicine split that a question (its task prompt) belongs to.
 
-    The bucket is SHA-256(`MEDICINE_SPLIT_SALT` + `healtrl.hygiene.prompt_key(prompt)`) mod 100; buckets below
+    The bucket is SHA-256(`MEDICINE_SPLIT_SALT` + `healtrl.tasks._keys.prompt_key(prompt)`) mod 100; buckets below
     `MEDICINE_TEST_PERCENT` are "test". The key is the normalised prompt hash that the hygiene check compares, so two
     rows that the check would call the same question always fall on the same side: the splits are disjoint by
     construction, and a question's side depends on its text only (not on the order, the size or the Hub split of the
@@ -147,7 +148,7 @@ def medicine_split(prompt) -> str:
     """
     import hashlib
 
-    from healtrl.hygiene import prompt_key
+    from ._keys import prompt_key
 
     digest = hashlib.sha256(f"{MEDICINE_SPLIT_SALT}:{prompt_key(prompt)}".encode()).hexdigest()
     return "test" if int(digest[:8], 16) % 100 < MEDICINE_TEST_PERCENT else "train"
@@ -171,9 +172,7 @@ def _source_file(folder: str, source: str, task: str) -> str:
 
 def _medicine_source(task: str, source: str, path: str | None):
     """Every question of one Medicine source (all of its Hub splits, or its file in the folder `path`), mapped."""
-    from healtrl.tasks import TASKS
-
-    spec = TASKS[source]
+    spec = _SPECS[source]
     rows = _medbullets_rows if source == "medbullets" else _medxpertqa_rows
     if path is not None:
         return rows(spec, load_source(spec, "train", _source_file(path, source, task)))
@@ -229,7 +228,11 @@ def load_ceval_physics(spec, split, path, *, num_samples=None, seed=0, question_
 
 def register(register_task, TaskSpec) -> None:
     """Register the multiple-choice tasks."""
-    register_task(
+
+    def keep(spec, loader):  # registered, and remembered for `_medicine_source`
+        _SPECS[spec.name] = register_task(spec, loader)
+
+    keep(
         TaskSpec(
             "commonsenseqa",
             "commonsense",
@@ -242,7 +245,7 @@ def register(register_task, TaskSpec) -> None:
         ),
         load_commonsenseqa,
     )
-    register_task(
+    keep(
         TaskSpec(
             "medxpertqa",
             "medicine",
@@ -257,7 +260,7 @@ def register(register_task, TaskSpec) -> None:
         ),
         load_medxpertqa,
     )
-    register_task(
+    keep(
         TaskSpec(
             "medbullets",
             "medicine",
@@ -282,7 +285,7 @@ def register(register_task, TaskSpec) -> None:
     )
     from functools import partial
 
-    register_task(
+    keep(
         TaskSpec(
             "medicine",
             "medicine",
@@ -297,7 +300,7 @@ def register(register_task, TaskSpec) -> None:
         load_medicine,
     )
     for source in MEDICINE_SOURCES:
-        register_task(
+        keep(
             TaskSpec(
                 f"medicine-{source}",
                 "medicine",
@@ -310,7 +313,7 @@ def register(register_task, TaskSpec) -> None:
             ),
             partial(load_medicine, sources=(source,)),
         )
-    register_task(
+    keep(
         TaskSpec(
             "ceval-physics",
             "physics",

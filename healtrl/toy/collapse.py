@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 
 from transformers import PrinterCallback
-from trl import GRPOConfig
+from trl import GRPOConfig, GRPOTrainer
 
 from ._utils import torch_threads
 from .cache import load_toy_model, parse_toy_model_name
@@ -86,8 +86,8 @@ def reproduce_entropy_collapse(
         steps: GRPO optimizer steps.
         seed: Trainer seed; the training prompts are `make_dataset(<families of model_name>, 1600, seed)`.
         output_dir: Trainer output folder; a temporary folder (removed afterwards) if None.
-        trainer_cls: Trainer class with `trl.GRPOTrainer`'s constructor; defaults to healtrl's `EntropyGRPOTrainer`
-            (TRL's GRPO, with every lever off).
+        trainer_cls: Trainer class with `trl.GRPOTrainer`'s constructor; defaults to `trl.GRPOTrainer` itself
+            (healtrl's `EntropyGRPOTrainer` with every lever off is the same trainer: tests/test_parity.py).
         model_name: Toy model to start from (built and cached on first use, see `load_toy_model`).
         cache_dir: Toy-model cache root.
         model_kwargs: Build and warm-up parameters of the toy model (see `toy_model_path`), e.g. `{"seed": 1}`.
@@ -103,11 +103,7 @@ def reproduce_entropy_collapse(
         (`train_runtime`, ...).
     """
     if trainer_cls is None:
-        from ..trainers import EntropyGRPOConfig, EntropyGRPOTrainer
-
-        trainer_cls = EntropyGRPOTrainer
-        if config_cls is GRPOConfig:
-            config_cls = EntropyGRPOConfig
+        trainer_cls = GRPOTrainer  # the toy world sits below healtrl's trainers: it does not import them
     _, families = parse_toy_model_name(model_name)
     with torch_threads(num_threads), contextlib.ExitStack() as stack:
         if output_dir is None:

@@ -941,7 +941,7 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
         from transformers import __version__ as transformers_version
         from trl import __version__ as trl_version
 
-        from .. import __version__ as healtrl_version
+        from .._version import __version__ as healtrl_version
         from ..model_card import build_model_card, read_eval_results
         from ..plotting import DEFAULT_PANELS, curve, plot_curves
 
