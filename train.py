@@ -7,7 +7,7 @@
     accelerate launch --config_file configs/accelerate/ddp_8gpu.yaml train.py --config my_run.yaml
     torchrun --nproc_per_node 2 train.py --config configs/toy_grpo.yaml --per_device_train_batch_size 64
 
-`healtrl train ...` runs the same thing. See healtrl/main_job.py for the main job and healtrl/cli.py for what a run
+`healtrl train ...` runs the same thing. See healtrl/cli/main_job.py for the main job and healtrl/cli/ for what a run
 writes to `output_dir`.
 """
 

@@ -14,7 +14,7 @@ learning_rate: 5.0e-4                      # -> the trainer's config class (e.g.
 and returns `(script_args, model_args, trainer_args, trainer_name)`. Unlike `trl.TrlParser` every mistake is a
 `ConfigError` naming the field, where it was set and how to fix it: unknown keys (with close matches), values of the
 wrong type (with the expected type), a missing or unknown trainer (with the available ones). `--help` lists the fields
-of the chosen trainer. Without `--config`, `train.py` runs the main job (`healtrl.main_job`), whose HEAL run is the
+of the chosen trainer. Without `--config`, `train.py` runs the main job (`healtrl.cli.main_job`), whose HEAL run is the
 embedded default, `DEFAULT_CONFIG_YAML`, a copy of `configs/main.yaml` kept in code so that a bare `python train.py`
 works from any directory.
 
@@ -64,7 +64,7 @@ class ConfigError(ValueError):
 DEFAULT_CONFIG_NAME = "configs/main.yaml"
 
 # Keep in sync with configs/main.yaml (tests/test_main_job.py checks that both parse to the same values). A bare
-# `python train.py` runs it as step 2 of the main job (healtrl/main_job.py), after the selection that writes
+# `python train.py` runs it as step 2 of the main job (healtrl/cli/main_job.py), after the selection that writes
 # outputs/main/select/selected.
 DEFAULT_CONFIG_YAML = """\
 trainer: heal

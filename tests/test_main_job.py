@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from healtrl.cli import main
+from healtrl.cli.main_job import MAIN_SELECT_YAML, PANELS, _layout, grpo_counterpart, summarize
 from healtrl.config import DEFAULT_CONFIG_YAML, resolve
-from healtrl.main_job import MAIN_SELECT_YAML, PANELS, _layout, grpo_counterpart, summarize
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
@@ -143,7 +143,7 @@ def test_main_job_end_to_end(tmp_path):
 @pytest.mark.slow
 def test_readme_first_command_keeps_more_target_entropy_with_heal(tmp_path):
     """The README's main job as shipped (300 steps): HEAL ends with more target-domain entropy than GRPO."""
-    from healtrl.main_job import _mean_last
+    from healtrl.cli.main_job import _mean_last
     from healtrl.plotting import read_metrics
 
     root = tmp_path / "main"

@@ -75,7 +75,7 @@ def grpo_counterpart(heal: ResolvedConfig, output_dir: str, prog: str = "train.p
     (TRL draws distinct prompts per batch, and would otherwise train zero steps), every batch holds each target prompt
     once and `num_generations` grows to fill the batch.
     """
-    from healtrl import EntropyGRPOConfig, HEALConfig
+    from healtrl.trainers import EntropyGRPOConfig, HEALConfig
 
     heal_only = {f.name for f in dataclasses.fields(HEALConfig)} - {
         f.name for f in dataclasses.fields(EntropyGRPOConfig)
@@ -160,8 +160,9 @@ def run_main_job(argv: list[str] | None = None, prog: str = "train.py") -> int:
     Raises:
         ConfigError: For a bad override (unknown key, wrong type), naming the key and the fix.
     """
-    from healtrl.cli import run_training
     from healtrl.plotting import plot_curves
+
+    from .train import run_training
 
     argv = list(sys.argv[1:] if argv is None else argv)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))

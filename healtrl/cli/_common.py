@@ -1,0 +1,50 @@
+"""What the command-line modules share: the run files' names, error printing, torch's CPU threads."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+METRICS_FILE = "metrics.jsonl"
+CURVES_FILE = "curves.png"
+CONFIG_FILE = "config.yaml"
+
+
+def _is_main_process() -> bool:
+    return os.environ.get("RANK", "0") == "0"
+
+
+def _error(message: str) -> int:
+    if _is_main_process():
+        print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def configure_threads(num_threads: int | None = None) -> int:
+    """Set torch's CPU threads for this process and return the number.
+
+    `num_threads` wins; else an explicit `OMP_NUM_THREADS` is left alone; else the cores this process may use,
+    divided by the processes started on this machine (`LOCAL_WORLD_SIZE`, set by torchrun and accelerate launch).
+    """
+    import torch
+
+    if num_threads is None:
+        if os.environ.get("OMP_NUM_THREADS"):
+            return torch.get_num_threads()
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - macOS, Windows
+            cores = os.cpu_count() or 1
+        local_procs = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+        num_threads = max(1, cores // local_procs)
+    torch.set_num_threads(num_threads)
+    return num_threads
+
+
+def _plain(value):
+    value = getattr(value, "value", value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(_plain(v)) for v in value) or "none"
+    return value
