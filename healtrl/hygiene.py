@@ -24,9 +24,8 @@ near-duplicate search.
 
 from __future__ import annotations
 
-import os
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from healtrl.tasks._keys import (  # noqa: F401  (public here too)
@@ -43,7 +42,6 @@ __all__ = [
     "EvalOverlapError",
     "Overlap",
     "check_no_eval_overlap",
-    "check_run_folder",
     "find_overlaps",
     "normalise_prompt",
     "prompt_key",
@@ -162,119 +160,3 @@ def check_no_eval_overlap(
         f"{message} Evaluate on a split the training data does not draw from (for the Medicine recipes: train on "
         f"`task:medicine` split 'train' and evaluate on its 'test' split), or set `{override}` if this is deliberate."
     )
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# What a run trains on, and what it evaluates on
-# ----------------------------------------------------------------------------------------------------------------
-def training_datasets(resolved, train_dataset=None) -> list:
-    """Every dataset the run described by `resolved` trains on: the training data (`train_dataset` when already
-    loaded) and the datasets a trainer adds (e.g. HEAL's `general_dataset_name`), loaded as the trainer loads them."""
-    from healtrl.cli import _datasets_to_check
-    from healtrl.data import load_train_dataset
-
-    script_args, trainer_args = resolved.script_args, resolved.trainer_args
-    seed = script_args.dataset_seed if script_args.dataset_seed is not None else trainer_args.seed
-    out = []
-    for role, name, config, split, num_samples in _datasets_to_check(resolved):
-        if role == "eval":
-            continue
-        if role == "train":
-            if train_dataset is None:
-                train_dataset = load_train_dataset(name, config, split=split, num_samples=num_samples, seed=seed)
-            out.append(train_dataset)
-        else:  # a trainer's own dataset field: loaded with the trainer's seed (HEALTrainer.mix_datasets)
-            out.append(load_train_dataset(name, config, split=split, num_samples=num_samples, seed=trainer_args.seed))
-    return out
-
-
-def evaluation_sets(resolved, eval_dataset=None, task_paths: Mapping[str, str] | None = None) -> dict:
-    """`(name, split) -> dataset` of everything the run evaluates on: each of `eval_tasks` (its `eval_split`, whole)
-    and the trainer's evaluation dataset (when `eval_strategy` is not "no")."""
-    from healtrl.tasks import get_task, load_task
-
-    script_args = resolved.script_args
-    out = {}
-    for task in script_args.eval_tasks:
-        split = script_args.eval_split or get_task(task).split
-        path = (task_paths or {}).get(task)
-        out[(task, split)] = load_task(task, split=script_args.eval_split, path=path)
-    if eval_dataset is not None:
-        name = script_args.eval_dataset_name or script_args.dataset_name
-        out[(name, script_args.dataset_test_split)] = eval_dataset
-    return out
-
-
-def check_training_run(resolved, train_dataset=None, eval_dataset=None) -> list[Overlap]:
-    """The check `train.py` runs before training: `check_no_eval_overlap` of `training_datasets` against
-    `evaluation_sets`, overridden by the script argument `allow_eval_overlap`."""
-    script_args = resolved.script_args
-    evals = evaluation_sets(resolved, eval_dataset)
-    if not evals:
-        return []
-    return check_no_eval_overlap(
-        training_datasets(resolved, train_dataset),
-        evals,
-        allow=bool(getattr(script_args, "allow_eval_overlap", False)),
-    )
-
-
-def _run_config(model: str) -> str | None:
-    """The `config.yaml` of a training run folder (or of the run a `checkpoint-N` folder belongs to)."""
-    from healtrl.cli import CONFIG_FILE
-
-    path = os.path.expanduser(str(model))
-    if not os.path.isdir(path):
-        return None
-    for folder in (path, os.path.dirname(os.path.normpath(path))):
-        candidate = os.path.join(folder, CONFIG_FILE)
-        if os.path.isfile(candidate):
-            return candidate
-    return None
-
-
-def check_run_folder(
-    model: str,
-    tasks: Sequence[str],
-    *,
-    split: str | None = None,
-    task_paths: Mapping[str, str] | None = None,
-    allow: bool = False,
-) -> list[Overlap] | None:
-    """`healtrl eval --model <run folder>`: refuse evaluation tasks whose rows the run trained on.
-
-    The run's training data is re-loaded from the `config.yaml` that `train.py` writes into its output folder (the
-    same names, splits, sizes and seeds). A `--model` without a `config.yaml` (a Hub id, a model folder not written
-    by `train.py`) is not checked: returns None.
-
-    Args:
-        model: The `--model` of `healtrl eval`: a run folder, a `checkpoint-N` folder inside one, or anything else.
-        tasks: The evaluated task names.
-        split: `--split` (None: each task's evaluation split).
-        task_paths: `--task_path` overrides (task -> local file).
-        allow: `--allow_eval_overlap`: warn instead of raising.
-
-    Raises:
-        EvalOverlapError: an evaluation row is a training row (and not `allow`).
-        ValueError: the run's config or training data cannot be loaded.
-    """
-    config_path = _run_config(model)
-    if config_path is None:
-        return None
-    from healtrl.cli import _DryRun, _environment_adjust
-    from healtrl.config import ConfigError, resolve
-    from healtrl.tasks import get_task, load_task
-
-    try:  # settings this machine cannot build (a GPU dtype, vLLM) do not change the data: replaced as in --dry_run
-        resolved = resolve(["--config", config_path], adjust=_environment_adjust(_DryRun()))
-        train = training_datasets(resolved)
-    except (ConfigError, ValueError, OSError, ImportError) as exc:
-        raise ValueError(
-            f"cannot load the training data of the run '{model}' (from {config_path}) to check that the evaluation "
-            f"tasks are not in it: {exc} Pass --allow_eval_overlap to evaluate without the check."
-        ) from exc
-    evals = {
-        (task, split or get_task(task).split): load_task(task, split=split, path=(task_paths or {}).get(task))
-        for task in tasks
-    }
-    return check_no_eval_overlap(train, evals, allow=allow, override="--allow_eval_overlap")

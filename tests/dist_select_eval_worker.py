@@ -19,8 +19,8 @@ from tests.select_eval_args import checkpoints_args, eval_args, select_args  # n
 def main(out: str) -> None:
     from transformers.generation.utils import GenerationMixin
 
-    from healtrl.evaluation import eval_main
-    from healtrl.selection import select_main
+    from healtrl.cli.eval import eval_main
+    from healtrl.cli.select import select_main
 
     calls = {"n": 0}
     original = GenerationMixin.generate

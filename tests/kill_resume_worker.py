@@ -134,7 +134,7 @@ if __name__ == "__main__":
     if os.environ.get("HEALTRL_TEST_SCORED"):
         count_scored(os.environ["HEALTRL_TEST_SCORED"])
     if sys.argv[1:2] == ["select"]:
-        from healtrl.selection import select_main
+        from healtrl.cli.select import select_main
 
         sys.exit(select_main(sys.argv[2:]))
     from healtrl.cli import train_main

@@ -15,13 +15,13 @@ import pytest
 import torch
 
 from healtrl.cli import main
+from healtrl.cli.eval import eval_main
 from healtrl.evaluation import (
     Completion,
     PeriodicEvalCallback,
     SamplingSettings,
     TransformersGenerator,
     VLLMGenerator,
-    eval_main,
     evaluate,
     evaluate_task,
     pass_at_k_points,

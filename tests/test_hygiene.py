@@ -13,12 +13,11 @@ import pytest
 from datasets import Dataset
 
 from healtrl.cli import train_main
+from healtrl.cli.run_hygiene import check_run_folder, check_training_run
 from healtrl.config import resolve
 from healtrl.hygiene import (
     EvalOverlapError,
     check_no_eval_overlap,
-    check_run_folder,
-    check_training_run,
     find_overlaps,
     normalise_prompt,
     prompt_key,
@@ -94,7 +93,7 @@ def test_training_run_refuses_evaluation_rows():
 
 def test_train_py_refuses_before_training(monkeypatch, tmp_path, capsys):
     """run_training checks right after loading the data: no model is built, no step is trained."""
-    import healtrl.cli as cli
+    import healtrl.cli.run as cli
     import healtrl.models as models
 
     monkeypatch.setattr(models, "resolve_model_path", lambda name, *a, **k: name)
@@ -134,7 +133,7 @@ def write_run_folder(folder: Path, argv) -> Path:
 
 
 def test_healtrl_eval_on_a_run_folder_checks_the_training_data(tmp_path, capsys):
-    from healtrl.evaluation import eval_main
+    from healtrl.cli.eval import eval_main
 
     run = write_run_folder(tmp_path / "run", ["--config", TOY, "--dataset_name", "task:toy-add",
                                                "--dataset_train_split", "test"])  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from healtrl.cli import main
-from healtrl.selection import select_main
+from healtrl.cli.select import select_main
 
 REPO = Path(__file__).resolve().parents[1]
 TOY_SELECT = REPO / "configs" / "select_toy.yaml"

@@ -48,8 +48,8 @@ def test_interleave_and_sharding_rules():
 
 
 def test_two_processes_equal_one(tmp_path, restore_threads, monkeypatch):
-    from healtrl.evaluation import eval_main
-    from healtrl.selection import select_main
+    from healtrl.cli.eval import eval_main
+    from healtrl.cli.select import select_main
 
     two, one, run = tmp_path / "two", tmp_path / "one", tmp_path / "run"
     make_run(str(run))

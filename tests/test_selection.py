@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 import torch
 
+import healtrl.cli.select as select_cli
 import healtrl.selection as selection
+from healtrl.cli.select import select_main
 from healtrl.functional import selection_scores, top_fraction_counts
-from healtrl.selection import rollout_entropies, select_main
+from healtrl.selection import rollout_entropies
 
 MODEL = "healtrl-toy/qwen2-add"
 POOL = "healtrl-toy/add+compare"
@@ -386,8 +388,8 @@ def test_shipped_configs(tmp_path):
     for name in ("select_toy.yaml", "select_commonsenseqa_qwen3_1.7b.yaml"):
         text = (root / name).read_text()
         assert text.startswith("#"), f"{name} needs a header comment saying what it runs and how to launch it"
-        parser = selection._build_parser("test")
-        selection._apply_yaml(parser, str(root / name))
+        parser = select_cli._build_parser("test")
+        select_cli._apply_yaml(parser, str(root / name))
         args = parser.parse_args([])
         assert args.num_rollouts == 8 and args.top_fraction == 0.2
     assert args.top_k == 384 and args.temperature == 0.7 and args.max_new_tokens == 3072  # the paper's setup

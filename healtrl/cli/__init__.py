@@ -54,13 +54,8 @@ import sys
 from ._common import CONFIG_FILE, CURVES_FILE, METRICS_FILE, _error, _is_main_process, configure_threads  # noqa: F401
 from ._run_data import _datasets_to_check, apply_train_repeats, resolve_train_repeats  # noqa: F401
 from .dry_run import _check_model, _DryRun, _environment_adjust, _sample, dry_run  # noqa: F401
-from .train import (  # noqa: F401
-    _load_data,
-    _load_tokenizer,
-    _model_init_kwargs,
-    run_training,
-    train_main,
-)
+from .run import _load_data, _load_tokenizer, _model_init_kwargs, run_training  # noqa: F401
+from .train import train_main  # noqa: F401
 
 __all__ = [
     "apply_train_repeats",
@@ -98,15 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     if command == "train":
         return train_main(rest, prog="healtrl train")
     if command == "select":
-        from healtrl.selection import select_main
+        from .select import select_main
 
         return select_main(rest, prog="healtrl select")
     if command == "eval":
-        from healtrl.evaluation import eval_main
+        from .eval import eval_main
 
         return eval_main(rest, prog="healtrl eval")
     if command == "inspect":
-        from healtrl.inspect_view import inspect_main
+        from .inspect import inspect_main
 
         return inspect_main(rest, prog="healtrl inspect")
     if command in SUBCOMMANDS:

@@ -162,7 +162,7 @@ def run_main_job(argv: list[str] | None = None, prog: str = "train.py") -> int:
     """
     from healtrl.plotting import plot_curves
 
-    from .train import run_training
+    from .run import run_training
 
     argv = list(sys.argv[1:] if argv is None else argv)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
