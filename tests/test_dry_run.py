@@ -90,7 +90,7 @@ def test_every_config_is_covered():
 def test_shipped_select_config_parses(path, no_network, capsys):
     """`healtrl select` configs are not training configs: their options are checked by the select command's own
     parser (`--help` stops after the YAML file has been validated)."""
-    from healtrl.selection import select_main
+    from healtrl.cli.select import select_main
 
     assert path.read_text().startswith("#"), f"{path.name} needs a header comment"
     assert select_main(["--config", str(path), "--help"]) == 0, capsys.readouterr().err
