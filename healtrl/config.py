@@ -21,6 +21,12 @@ works from any directory.
 Values given on the command line are parsed with `yaml.safe_load` (so `--lr_scheduler_type cosine`, `--bf16 true`,
 `--reward_funcs [toy,other]` and `--reward_funcs toy,other` all work) and then coerced to the field's type hint; a
 string field keeps the text exactly as typed.
+
+Why this module is long: TRL's `TrlParser` gives YAML defaults and the command line for the three dataclasses,
+but not what a flat healtrl config needs on top: the `trainer:` key choosing the config class, refusal of unknown
+and misplaced keys with the closest name, type coercion with errors that name the field and the fix, the
+GPU-only settings a dry run replaces on a CPU, and the run's `config.yaml` that reproduces it. Cutting it down to
+what TRL does not give is issue #15's open part.
 """
 
 from __future__ import annotations

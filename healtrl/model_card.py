@@ -526,7 +526,7 @@ def build_model_card(
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Best checkpoint (written by `healtrl eval --checkpoints`, healtrl.evaluation.evaluate_checkpoints)
+# Best checkpoint (written by `healtrl eval --checkpoints`, healtrl.best_checkpoint.evaluate_checkpoints)
 # ----------------------------------------------------------------------------------------------------------------
 BEST_CHECKPOINT_SECTION = "Best checkpoint"
 

@@ -26,11 +26,15 @@ paper_results:                   # one entry per reported number, in percent as 
 ```
 
 Everything here is pure (parsing, validation, scoring, choosing, rendering, reading folders); the evaluation itself
-runs in `healtrl.evaluation` (`evaluate_checkpoints`, `healtrl eval`).
+runs in `healtrl.best_checkpoint` (`evaluate_checkpoints`, `healtrl eval`).
 
 Metrics are computed from each task's per-problem correct counts `c` out of `k` samples: `avg@k` is the mean
 correctness (mean of c / k; equals the unbiased pass@1), `pass@j` the mean over problems of the unbiased estimator
 1 - C(k - c, j) / C(k, j) (Chen et al. 2021, eq. 1; `healtrl.functional.pass_at_k`), for any j <= k.
+
+Why this module is long: it is the schema of the paper-recipe fields (`best_checkpoint`, `paper_protocol`,
+`paper_results`) with their validation, and the two pure functions built on them (choosing the best checkpoint,
+the comparison with the paper's numbers); the checks name every field and its fix, which takes lines.
 """
 
 from __future__ import annotations

@@ -28,6 +28,10 @@ Settings that do not change what is measured may differ between an interrupted r
 from `seed` and its question (vLLM) or its batch's first question (transformers), so a run is reproducible with the
 same settings; changing the batch size (or the generator) on resumption keeps the sampling distribution but not the
 exact samples of an uninterrupted run.
+
+Why this module is long: the selection is one resumable pipeline (prompts, rollouts, rewards, entropies,
+scores, the record store a killed run resumes from, the settings checks that name each option); its math is
+`healtrl.functional.selection`, its sampling `healtrl.generation`, its command line `healtrl.cli.select`.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ import torch
 
 from healtrl.cli import main
 from healtrl.cli.eval import eval_main
+from healtrl.eval_callback import PeriodicEvalCallback
 from healtrl.evaluation import (
     Completion,
-    PeriodicEvalCallback,
     SamplingSettings,
     TransformersGenerator,
     VLLMGenerator,
@@ -434,7 +434,7 @@ import torch
 torch.set_num_threads(1)
 from healtrl.cli import run_training
 from healtrl.config import resolve
-from healtrl.evaluation import PeriodicEvalCallback
+from healtrl.eval_callback import PeriodicEvalCallback
 from tests.helpers import shut_down_process_group
 
 out = sys.argv[1]

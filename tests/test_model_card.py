@@ -28,7 +28,8 @@ from healtrl import (
     PosAdvConfig,
     PosAdvTrainer,
 )
-from healtrl.evaluation import EvalResults, PeriodicEvalCallback, SamplingSettings, TaskResult
+from healtrl.eval_callback import PeriodicEvalCallback
+from healtrl.evaluation import EvalResults, SamplingSettings, TaskResult
 from healtrl.model_card import (
     HEALTRL_CITATION,
     build_model_card,

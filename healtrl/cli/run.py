@@ -202,7 +202,7 @@ def run_training(resolved: ResolvedConfig):
 def periodic_eval_callback(script_args, trainer_args, trainer=None):
     """The `PeriodicEvalCallback` that the `eval_*` script arguments describe (unset sampling settings follow the
     trainer's: `temperature`, `top_p`, `max_completion_length`)."""
-    from healtrl.evaluation import PeriodicEvalCallback
+    from healtrl.eval_callback import PeriodicEvalCallback
 
     def pick(value, default):
         return default if value is None else value

@@ -130,7 +130,7 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
     config, without loading a model and without the Hub, and print what the selection would do.
 
     Checks: every setting's type and range (the checks the run makes before it loads anything), the model name (a
-    local folder, a healtrl name or a well-formed Hub id; `healtrl.cli._check_model`), the reward, and, on a local
+    local folder, a healtrl name or a well-formed Hub id; `healtrl.cli._checks._check_model`), the reward, and, on a local
     sample of the pool (toy and local data, or the task's local sample that healtrl ships for Hub tasks), the prompt
     mapping (`prompt_column` / `question_column` / `prompt_template`), the reward's columns and `top_k` against the
     pool size (toy and local pools). Hub-only pools are reported as "not checked".
@@ -146,7 +146,7 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
     from healtrl._compat import EXTRAS, is_available
     from healtrl.data import get_reward_func, is_toy_dataset, load_train_dataset, reward_columns
 
-    from .dry_run import _check_model, _DryRun, _sample
+    from ._checks import _check_model, _DryRun, _sample
 
     file = file or sys.stdout
     report = _DryRun()
