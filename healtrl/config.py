@@ -15,8 +15,8 @@ and returns `(script_args, model_args, trainer_args, trainer_name)`. Unlike `trl
 `ConfigError` naming the field, where it was set and how to fix it: unknown keys (with close matches), values of the
 wrong type (with the expected type), a missing or unknown trainer (with the available ones). `--help` lists the fields
 of the chosen trainer. Without `--config`, `train.py` runs the main job (`healtrl.cli.main_job`), whose HEAL run is the
-embedded default, `DEFAULT_CONFIG_YAML`, a copy of `configs/main.yaml` kept in code so that a bare `python train.py`
-works from any directory.
+default, `DEFAULT_CONFIG_YAML`: `configs/main.yaml`, read from the package (`shipped_config`), so that a bare
+`python train.py` works from any directory.
 
 Values given on the command line are parsed with `yaml.safe_load` (so `--lr_scheduler_type cosine`, `--bf16 true`,
 `--reward_funcs [toy,other]` and `--reward_funcs toy,other` all work) and then coerced to the field's type hint; a
@@ -69,47 +69,18 @@ class ConfigError(ValueError):
 # ----------------------------------------------------------------------------------------------------------------
 DEFAULT_CONFIG_NAME = "configs/main.yaml"
 
-# Keep in sync with configs/main.yaml (tests/test_main_job.py checks that both parse to the same values). A bare
-# `python train.py` runs it as step 2 of the main job (healtrl/cli/main_job.py), after the selection that writes
-# outputs/main/select/selected.
-DEFAULT_CONFIG_YAML = """\
-trainer: heal
 
-# A tiny Qwen2 warmed up on addition and max-of-two (about 20% sampled accuracy), built offline on first use.
-model_name_or_path: healtrl-toy/qwen2-add+compare
-dtype: float32
+def shipped_config(name: str) -> str:
+    """The text of a config shipped with healtrl (`healtrl/configs/<name>`, package data; the repository's `configs/`
+    is a link to that folder)."""
+    from importlib.resources import files
 
-# Target: 8 distinct additions ("3+5=" -> "8"); general: the selected max-of-two questions. Exact-match reward.
-dataset_name: healtrl-toy/add
-num_train_samples: 8
-general_dataset_name: outputs/main/select/selected
-reward_funcs: [toy]
-torch_num_threads: 1          # a model this small runs fastest on one thread
+    return (files("healtrl") / "configs" / name).read_text(encoding="utf-8")
 
-# HEAL
-mixing: shuffle
-eda_weight: 1.0
-eda_similarity: kl
-eda_mode: paper
 
-# GRPO: 16 prompts x 8 generations per step, one optimizer step per generation batch.
-output_dir: outputs/main/heal
-use_cpu: true
-seed: 0
-max_steps: 300
-learning_rate: 5.0e-4
-lr_scheduler_type: constant
-per_device_train_batch_size: 128
-gradient_accumulation_steps: 1
-num_generations: 8
-max_completion_length: 4
-temperature: 1.0
-beta: 0.0
-activation_checkpointing: false
-logging_steps: 5
-save_strategy: "no"
-report_to: none
-"""
+# A bare `python train.py` runs it as step 2 of the main job (healtrl/cli/main_job.py), after the selection that
+# writes its general data.
+DEFAULT_CONFIG_YAML = shipped_config("main.yaml")
 
 
 def default_config() -> dict[str, Any]:

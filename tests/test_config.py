@@ -437,3 +437,27 @@ def test_reward_registry():
         REWARD_FUNCS.pop("test_my_reward")
     with pytest.raises(ValueError, match="Did you mean 'toy'"):
         get_reward_func("tyo")
+
+
+def test_configs_ship_once_as_package_data(tmp_path):
+    """The configs live in healtrl/configs (the repository's configs/ links there) and every one is in the wheel, so
+    an installed healtrl runs its main job and reads the shipped configs without a checkout."""
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    from healtrl.config import DEFAULT_CONFIG_YAML, shipped_config
+
+    repo = Path(__file__).resolve().parents[1]
+    assert (repo / "configs").is_symlink() and (repo / "configs").resolve() == (repo / "healtrl" / "configs")
+    shipped = sorted(p.relative_to(repo).as_posix() for p in (repo / "healtrl" / "configs").rglob("*.yaml"))
+    assert "healtrl/configs/main.yaml" in shipped and "healtrl/configs/accelerate/fsdp2_cpu2.yaml" in shipped
+    assert DEFAULT_CONFIG_YAML == shipped_config("main.yaml") == (repo / "configs" / "main.yaml").read_text()
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(repo), "-w", str(tmp_path)],
+        check=True, capture_output=True, cwd=tmp_path, timeout=600,
+    )  # fmt: skip
+    (wheel,) = tmp_path.glob("healtrl-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert set(shipped) <= names, sorted(set(shipped) - names)

@@ -338,11 +338,9 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
 
     seed = script_args.dataset_seed if script_args.dataset_seed is not None else args.seed
     # Where to look for the `healtrl select` config of a dataset that an earlier step writes: next to the config,
-    # then the repository's configs/.
+    # then the configs shipped with healtrl.
     config_dirs = [os.path.dirname(os.path.abspath(resolved.config_path))] if resolved.config_path else []
-    config_dirs.append(
-        os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "configs")
-    )
+    config_dirs.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs"))
     rows = {}
     for role, name, config, split, num_samples in _datasets_to_check(resolved):
         label = f"data ({role})"

@@ -6,7 +6,7 @@ python train.py --max_steps 50       # overrides apply to both training runs
 python train.py --output_dir runs/x  # another root folder
 ```
 
-1. `healtrl select` with `configs/main_select.yaml` (embedded here as `MAIN_SELECT_YAML`): the 32 general-domain
+1. `healtrl select` with `configs/main_select.yaml` (`MAIN_SELECT_YAML`, read from the package): the 32 general-domain
    questions (toy `compare`) with the highest Uncertainty x Diversity (heal.txt eq. 1) -> `<root>/select/selected`.
    Skipped when `--general_dataset_name` is given; resumed when an earlier run left its records.
 2. HEAL with `configs/main.yaml` (the embedded default, `healtrl.config.DEFAULT_CONFIG_YAML`): 8 target additions +
@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from healtrl.config import DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve
+from healtrl.config import DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve, shipped_config
 
 __all__ = ["MAIN_SELECT_YAML", "PANELS", "grpo_counterpart", "run_main_job", "summarize"]
 
@@ -40,25 +40,7 @@ SUMMARY_WINDOW = 10
 """Logged steps averaged in the summary table (with logging_steps 5: the last 50 optimizer steps)."""
 
 # Keep in sync with configs/main_select.yaml (tests/test_main_job.py checks that both parse to the same values).
-MAIN_SELECT_YAML = """\
-model: healtrl-toy/qwen2-add+compare
-dtype: float32
-dataset: healtrl-toy/compare
-split: train
-max_questions: 80
-reward: toy
-
-num_rollouts: 8
-top_k: 32
-top_fraction: 0.2
-temperature: 1.0
-max_new_tokens: 4
-batch_size: 64
-seed: 0
-device: cpu
-
-output_dir: outputs/main/select
-"""
+MAIN_SELECT_YAML = shipped_config("main_select.yaml")
 
 # Panel title -> log keys, first present wins: HEAL logs its target-domain rollouts separately; every GRPO rollout is
 # a target-domain rollout.
