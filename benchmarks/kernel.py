@@ -8,7 +8,8 @@ through both into hidden and weight):
   default vocabulary chunk (32768) and with 4096, asked for ``("entropy",)``.
 - ``liger``: Liger's ``LigerFusedLinearScaledCrossEntropyFunction`` with ``return_entropy=True`` (its torch
   fallback off Hopper; skipped with a note if liger-kernel is not installed or fails).
-- ``ours`` / ``ours+ps``: :func:`healtrl.kernels.fused_logprob_entropy` (``+ps``: with ``power_sums=True``).
+- ``ours`` / ``ours+ps``: :func:`healtrl.kernels.fused_logprob_entropy` (``+ps``: with ``power_sums=True``);
+  ``ours@R``: with ``R`` rows per tile (``chunk_size``), to compare tile sizes in one run.
 
 Timing: every implementation runs once per round, rounds are repeated (``--repeats``) and the order of the
 implementations rotates each round, so that load from other processes on a shared machine hits them alike; the
@@ -253,8 +254,10 @@ def main(argv=None) -> int:
                 impls[name] = make_trl(int(name.split("-")[1]))
             elif name == "liger":
                 impls[name] = make_liger()
-            elif name in ("ours", "ours+ps"):
-                impls[name] = make_ours(args.backend, name == "ours+ps", args.chunk_size)
+            elif name.split("@")[0] in ("ours", "ours+ps"):
+                # `ours@256`: ours with 256 rows per tile (a chunk size to compare side by side)
+                base, _, rows = name.partition("@")
+                impls[name] = make_ours(args.backend, base == "ours+ps", int(rows) if rows else args.chunk_size)
             else:
                 raise ValueError(f"unknown implementation {name}")
             # Smoke run: drop an implementation that cannot run here, with a note

@@ -29,6 +29,7 @@ import datetime
 import hashlib
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -71,14 +72,27 @@ def cell_signature(nb: nbformat.NotebookNode) -> list[tuple[str, str, tuple[str,
     return [(c.cell_type, c.source, tuple(c.metadata.get("tags", []))) for c in nb.cells]
 
 
+def _package_files() -> list[Path]:
+    """The files of the `healtrl` package that git tracks (in a checkout), else every file but caches: files that a
+    test or an install writes into the package folder do not make the notebooks stale."""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "-z", "--", "healtrl"], cwd=REPO, capture_output=True, check=True, text=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        out = ""
+    tracked = [REPO / f for f in out.split("\0") if f]
+    if tracked:
+        return [p for p in tracked if p.is_file()]
+    return [
+        p for p in (REPO / "healtrl").rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    ]
+
+
 def fingerprint(name: str) -> str:
     """SHA-256 of the notebook's source, every file of the `healtrl` package (caches excluded) and pyproject.toml."""
     files = [(f"notebooks/{name}.py", source_path(name)), ("pyproject.toml", REPO / "pyproject.toml")]
-    files += sorted(
-        (p.relative_to(REPO).as_posix(), p)
-        for p in (REPO / "healtrl").rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-    )
+    files += sorted((p.relative_to(REPO).as_posix(), p) for p in _package_files())
     digest = hashlib.sha256()
     for label, path in files:
         digest.update(label.encode() + b"\0")

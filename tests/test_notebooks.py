@@ -196,12 +196,24 @@ def test_staleness_check_can_fail(tmp_path, monkeypatch):
 
 
 def test_fingerprint_covers_the_package():
+    """A change to a file of the package changes the fingerprint; a file that git does not track (what a test or an
+    install leaves in the folder) does not."""
     build = _build_module()
     before = build.fingerprint(NAMES[0])
+    tracked = REPO / "healtrl" / "_version.py"
+    original = tracked.read_bytes()
+    try:
+        tracked.write_bytes(original + b"# probe\n")
+        assert build.fingerprint(NAMES[0]) != before
+    finally:
+        tracked.write_bytes(original)
     probe = REPO / "healtrl" / "_fingerprint_probe.py"
     try:
         probe.write_text("# probe\n")
-        assert build.fingerprint(NAMES[0]) != before
+        if (REPO / ".git").exists():
+            assert build.fingerprint(NAMES[0]) == before
+        else:  # no git: every file counts
+            assert build.fingerprint(NAMES[0]) != before
     finally:
         probe.unlink()
     assert build.fingerprint(NAMES[0]) == before and build.fingerprint(NAMES[1]) != before
