@@ -1,4 +1,4 @@
-"""The config parser (`healtrl.config`), the data helpers (`healtrl.data`) and the shipped config files.
+"""The config parser (`healtrl.cli.config`), the data helpers (`healtrl.data`) and the shipped config files.
 
 Nothing here trains or loads a model: every test runs in well under a second once TRL is imported.
 """
@@ -16,7 +16,7 @@ from typing import Literal
 import pytest
 import yaml
 
-from healtrl.config import (
+from healtrl.cli.config import (
     DEFAULT_CONFIG_YAML,
     ConfigError,
     ScriptArguments,
@@ -447,7 +447,7 @@ def test_configs_ship_once_as_package_data(tmp_path):
     import zipfile
     from pathlib import Path
 
-    from healtrl.config import DEFAULT_CONFIG_YAML, shipped_config
+    from healtrl.cli.config import DEFAULT_CONFIG_YAML, shipped_config
 
     repo = Path(__file__).resolve().parents[1]
     assert (repo / "configs").is_symlink() and (repo / "configs").resolve() == (repo / "healtrl" / "configs")

@@ -283,7 +283,7 @@ def test_dataset_written_by_an_earlier_select_step(tmp_path, no_network, capsys)
 
 
 def test_num_target_is_the_few_shot_size(tmp_path):
-    from healtrl.config import ConfigError, resolve
+    from healtrl.cli.config import ConfigError, resolve
 
     resolved = resolve(
         ["--config", str(REPO / "configs/heal_toy.yaml"), "--num_target", "4", "--num_train_samples", "4"]

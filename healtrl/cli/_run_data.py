@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from healtrl.config import ConfigError, ResolvedConfig
+from .config import ConfigError, ResolvedConfig
 
 
 def _task_name(dataset_name: str) -> str | None:
@@ -49,7 +49,7 @@ def _datasets_to_check(resolved: ResolvedConfig):
     """(role, name, config, split, num_samples) of every dataset the run loads."""
     import dataclasses
 
-    from healtrl.config import ScriptArguments
+    from .script_args import ScriptArguments
 
     script_args, trainer_args = resolved.script_args, resolved.trainer_args
     out = [

@@ -11,11 +11,10 @@ import os
 import sys
 from typing import Any
 
-from healtrl.config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, resolve
-
 from ._checks import DRY_RUN_SAMPLE_ROWS, _check_model, _DryRun, _known_rows, _local_task_data, _sample  # noqa: F401
 from ._common import _error, _plain
 from ._run_data import _datasets_to_check, resolve_train_repeats
+from .config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, resolve
 
 # ----------------------------------------------------------------------------------------------------------------
 # --dry_run

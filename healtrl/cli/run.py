@@ -7,10 +7,9 @@ import json
 import os
 from typing import Any
 
-from healtrl.config import ConfigError, ResolvedConfig
-
 from ._common import CONFIG_FILE, CURVES_FILE, METRICS_FILE, configure_threads
 from ._run_data import _task_name, apply_train_repeats
+from .config import ConfigError, ResolvedConfig
 
 
 def _model_init_kwargs(model_args, trainer_args) -> dict[str, Any]:
