@@ -102,9 +102,10 @@ def coerce_value(value, hint, raw: str | None = None):
 
     `raw` is the text typed on the command line (string fields keep it verbatim). Accepted conversions: strings such
     as "5e-4" to float (YAML reads `5e-4` without a dot as a string), integral floats and numeric strings to int,
-    "true"/"false"/"yes"/"no"/0/1 to bool, numbers to str, a scalar or a comma-separated string to a one-or-more item
-    list, enum values (HF's `lr_scheduler_type`, `optim`, ...) checked against their choices, and YAML's unquoted
-    yes/no/on/off booleans to the matching string choice (`save_strategy: no`).
+    0/1 and the words of `transformers.hf_argparser.string_to_bool` (true/false, yes/no, t/f, y/n, 1/0, any case)
+    to bool, numbers to str, a scalar or a comma-separated string to a one-or-more item list, enum values (HF's
+    `lr_scheduler_type`, `optim`, ...) checked against their choices, and YAML's unquoted yes/no/on/off booleans to
+    the matching string choice (`save_strategy: no`).
     """
     try:
         return _coerce(value, hint, raw)

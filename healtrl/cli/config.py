@@ -37,9 +37,10 @@ shape, and why it cannot hand the work to them:
    fields with their types.
 
 What is TRL's and used as it is: the dataclasses themselves (`trl.ModelConfig`, the trainers' `GRPOConfig`
-subclasses, with their `__post_init__` checks, whose errors are re-raised naming the values involved), the `env:`
-mapping of a YAML file (exported before anything is built, as `TrlParser` does), and the reading of booleans written
-as text (`transformers.hf_argparser.string_to_bool`).
+subclasses, with their `__post_init__` checks, whose errors are re-raised naming the values involved) and the reading
+of booleans written as text (`transformers.hf_argparser.string_to_bool`). TRL's conventions are kept where its code
+cannot be called without its argparse half: the `--config` flag, and a YAML file's `env:` mapping exported before
+anything is built.
 """
 
 from __future__ import annotations
