@@ -207,6 +207,18 @@ def test_coercion_rejects(value, hint):
         coerce_value(value, hint)
 
 
+def test_booleans_written_as_text_are_read_as_trl_reads_them():
+    """A YAML or command-line boolean written as text means what it means on TRL's command line (transformers'
+    `string_to_bool`), so a flag copied from a TRL script reads the same here."""
+    from transformers.hf_argparser import string_to_bool
+
+    for word in ("yes", "no", "true", "false", "t", "f", "y", "n", "1", "0", "TRUE", "No", "T"):
+        assert coerce_value(word, bool) is string_to_bool(word), word
+    for word in ("maybe", "2", ""):
+        with pytest.raises(ValueError, match="expected bool"):
+            coerce_value(word, bool)
+
+
 def test_command_line_strings_are_kept_verbatim(tmp_path):
     path = write_yaml(tmp_path, base_config(tmp_path))
     script_args, model_args, _, _ = parse(["--config", path, "--model_revision", "1.10", "--dataset_config", "007"])
