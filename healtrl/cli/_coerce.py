@@ -119,6 +119,14 @@ def coerce_value(value, hint, raw: str | None = None):
     raise ValueError(f"expected {describe_type(hint)}")
 
 
+def _read_text(read, text: str, error: type[Exception] = ValueError):
+    """`read(text)`, with its `error` turned into a mismatch."""
+    try:
+        return read(text)
+    except error:
+        raise _Mismatch from None
+
+
 def _coerce(value, hint, raw):
     if hint is Any or hint is object:
         return value
@@ -178,10 +186,7 @@ def _coerce(value, hint, raw):
 
             from transformers.hf_argparser import string_to_bool
 
-            try:
-                return string_to_bool(value.strip())
-            except ArgumentTypeError:
-                raise _Mismatch from None
+            return _read_text(string_to_bool, value.strip(), ArgumentTypeError)
         raise _Mismatch
     if hint is int:
         if isinstance(value, bool):
@@ -196,10 +201,7 @@ def _coerce(value, hint, raw):
                 return int(text)
             except ValueError:
                 pass
-            try:
-                number = float(text)
-            except ValueError:
-                raise _Mismatch from None
+            number = _read_text(float, text)
             if number.is_integer():
                 return int(number)
         raise _Mismatch
@@ -209,10 +211,7 @@ def _coerce(value, hint, raw):
         if isinstance(value, (int, float)):
             return float(value)
         if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                raise _Mismatch from None
+            return _read_text(float, value.strip())
         raise _Mismatch
     if hint is str:
         if isinstance(value, str):
