@@ -49,8 +49,8 @@ class StepTimer(TrainerCallback):
 
 def run(every: int, steps: int, output_dir: str):
     """Train the toy config for `steps` steps with `inspect_every_steps=every`; returns (step times, trainer)."""
+    from healtrl.cli.config import resolve
     from healtrl.cli.run import _load_data, _load_tokenizer, _model_init_kwargs, configure_threads
-    from healtrl.config import resolve
     from healtrl.data import get_reward_funcs
     from healtrl.models import resolve_model_path
     from healtrl.trainers import get_trainer_classes

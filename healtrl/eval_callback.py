@@ -3,7 +3,7 @@
 During training, `PeriodicEvalCallback` runs the same evaluation on the current policy every `every_n_steps`
 optimizer steps and logs `eval/<task>/avg@k`, `eval/<task>/pass@j`, `eval/<task>/mean_response_length` through the
 trainer's logging (so they reach `metrics.jsonl`, wandb, trackio or tensorboard). From a `train.py` config, set
-`eval_tasks` (and `eval_k`, `eval_every_steps`, ...; see `healtrl.config.ScriptArguments`).
+`eval_tasks` (and `eval_k`, `eval_every_steps`, ...; see `healtrl.cli.script_args.ScriptArguments`).
 """
 
 from __future__ import annotations

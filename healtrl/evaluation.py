@@ -480,10 +480,10 @@ def evaluate(
     top_p: float = 1.0,
     top_k: int = 0,
     max_new_tokens: int = 4096,
-    seed: int = 0,
-    batch_size: int = 64,
     num_samples: int | None = None,
     split: str | None = None,
+    seed: int = 0,
+    batch_size: int = 64,
     threshold: float = DEFAULT_THRESHOLD,
     backend: str = "auto",
     task_paths: dict[str, str] | None = None,
@@ -503,9 +503,10 @@ def evaluate(
         tasks: Task names (`healtrl.tasks.TASKS`).
         k: Samples per problem.
         tokenizer: The tokenizer (loaded from `model` when it is a name).
-        temperature, top_p, top_k, max_new_tokens, seed, batch_size: see `SamplingSettings`.
+        temperature, top_p, top_k, max_new_tokens: see `SamplingSettings`.
         num_samples: Evaluate a random subset of this many problems per task (drawn with `seed`).
         split: Split of every task (default: each task's evaluation split).
+        seed, batch_size: see `SamplingSettings`.
         threshold: A completion is correct when its reward is >= threshold (default 1.0).
         backend: "auto" (vLLM when installed and a GPU is present, else transformers), "vllm" or "transformers".
         task_paths: Task name -> a local file in the format of the task's Hub dataset, loaded instead of the Hub.

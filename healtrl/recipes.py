@@ -1,7 +1,7 @@
 """Paper recipes as data: the best-checkpoint rule and the paper's reported numbers of a training config.
 
 A paper config (`configs/<paper>_*.yaml`) states, next to its training settings, how the paper picked the checkpoint it
-reports and what the paper reported. Three fields of `healtrl.config.ScriptArguments` hold them; `train.py` copies
+reports and what the paper reported. Three fields of `healtrl.cli.script_args.ScriptArguments` hold them; `train.py` copies
 them into the run's `config.yaml`, where `healtrl eval` reads them:
 
 ```yaml

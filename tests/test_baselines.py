@@ -166,7 +166,7 @@ def test_invalid_settings(tmp_path, kw, match):
 def test_method_configs_parse(name):
     from pathlib import Path
 
-    from healtrl.config import parse
+    from healtrl.cli.config import parse
 
     path = Path(__file__).resolve().parent.parent / "configs" / f"{name}.yaml"
     assert path.read_text().startswith("#")

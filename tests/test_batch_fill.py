@@ -11,7 +11,7 @@ from datasets import Dataset
 from trl.trainer.utils import RepeatSampler
 
 from healtrl.cli import apply_train_repeats, train_main
-from healtrl.config import ConfigError, resolve
+from healtrl.cli.config import ConfigError, resolve
 from healtrl.data import repeat_order, repeat_rows, repeats_to_fill
 from healtrl.trainers._mixing import DomainShareSampler, combine_domains
 

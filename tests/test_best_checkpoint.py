@@ -15,7 +15,7 @@ import yaml
 import healtrl.evaluation as evaluation
 from healtrl.best_checkpoint import evaluate_checkpoints
 from healtrl.cli import main
-from healtrl.config import ConfigError, resolve
+from healtrl.cli.config import ConfigError, resolve
 from healtrl.evaluation import Completion, EvalResults, SamplingSettings, summarise
 from healtrl.model_card import BEST_CHECKPOINT_SECTION, set_card_section
 from healtrl.recipes import (

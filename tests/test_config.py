@@ -1,4 +1,4 @@
-"""The config parser (`healtrl.config`), the data helpers (`healtrl.data`) and the shipped config files.
+"""The config parser (`healtrl.cli.config`), the data helpers (`healtrl.data`) and the shipped config files.
 
 Nothing here trains or loads a model: every test runs in well under a second once TRL is imported.
 """
@@ -16,7 +16,7 @@ from typing import Literal
 import pytest
 import yaml
 
-from healtrl.config import (
+from healtrl.cli.config import (
     DEFAULT_CONFIG_YAML,
     ConfigError,
     ScriptArguments,
@@ -205,6 +205,18 @@ def test_coercion(value, hint, expected):
 def test_coercion_rejects(value, hint):
     with pytest.raises(ValueError, match="expected"):
         coerce_value(value, hint)
+
+
+def test_booleans_written_as_text_are_read_as_trl_reads_them():
+    """A YAML or command-line boolean written as text means what it means on TRL's command line (transformers'
+    `string_to_bool`), so a flag copied from a TRL script reads the same here."""
+    from transformers.hf_argparser import string_to_bool
+
+    for word in ("yes", "no", "true", "false", "t", "f", "y", "n", "1", "0", "TRUE", "No", "T"):
+        assert coerce_value(word, bool) is string_to_bool(word), word
+    for word in ("maybe", "2", ""):
+        with pytest.raises(ValueError, match="expected bool"):
+            coerce_value(word, bool)
 
 
 def test_command_line_strings_are_kept_verbatim(tmp_path):
@@ -447,7 +459,7 @@ def test_configs_ship_once_as_package_data(tmp_path):
     import zipfile
     from pathlib import Path
 
-    from healtrl.config import DEFAULT_CONFIG_YAML, shipped_config
+    from healtrl.cli.config import DEFAULT_CONFIG_YAML, shipped_config
 
     repo = Path(__file__).resolve().parents[1]
     assert (repo / "configs").is_symlink() and (repo / "configs").resolve() == (repo / "healtrl" / "configs")

@@ -5,6 +5,7 @@ The dry run builds no model and downloads nothing: these tests block every netwo
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import socket
@@ -283,7 +284,7 @@ def test_dataset_written_by_an_earlier_select_step(tmp_path, no_network, capsys)
 
 
 def test_num_target_is_the_few_shot_size(tmp_path):
-    from healtrl.config import ConfigError, resolve
+    from healtrl.cli.config import ConfigError, resolve
 
     resolved = resolve(
         ["--config", str(REPO / "configs/heal_toy.yaml"), "--num_target", "4", "--num_train_samples", "4"]
@@ -295,3 +296,87 @@ def test_num_target_is_the_few_shot_size(tmp_path):
     assert resolved.script_args.num_train_samples == 8
     with pytest.raises(ConfigError, match="num_target .* and num_train_samples .* both set"):
         resolve(["--config", str(REPO / "configs/heal_toy.yaml"), "--num_target", "4", "--num_train_samples", "6"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The registry owns what the dry run knows about each trainer
+# ----------------------------------------------------------------------------------------------------------------
+TRAINER_NEUTRAL = ("healtrl/cli/dry_run.py", "healtrl/cli/_checks.py")
+# What the registry offers the command line: using these is how the dry run learns about a trainer.
+REGISTRY_API = {"TRAINERS", "get_trainer_classes", "added_datasets", "method_fields"}
+# Methods by the names the papers and the docs use (registry keys and entropy baselines are read from the code).
+METHOD_DISPLAY_NAMES = ("HEAL", "AER", "PosAdv", "OPEFO", "Clip-Cov", "KL-Cov", "Entropy-Adv")
+
+
+def _trainer_names() -> tuple[set[str], set[str]]:
+    """(identifiers, method names) that only trainer-specific code would use: the classes healtrl.trainers exports,
+    TRL's GRPO classes and the fields a trainer's config adds to EntropyGRPOConfig (HEAL's `general_dataset_name`,
+    the baselines' `entropy_method`, ...); the registry keys and the entropy baselines' names."""
+    import dataclasses
+
+    import healtrl.trainers as trainers
+    from healtrl.trainers.baselines import ENTROPY_METHODS
+
+    shared = {f.name for f in dataclasses.fields(trainers.EntropyGRPOConfig)}
+    own = {f.name for _, cls in trainers.TRAINERS.values() for f in dataclasses.fields(cls)} - shared
+    identifiers = (set(trainers.__all__) - REGISTRY_API) | {"GRPOConfig", "GRPOTrainer"} | own
+    methods = (set(trainers.TRAINERS) | set(ENTROPY_METHODS) | own) - {"none"}
+    return identifiers, methods
+
+
+def trainer_names_in(source: str, identifiers: set[str], methods: set[str]) -> list[str]:
+    """Where `source` names a trainer class or a method: an identifier (name, attribute, import, argument) from
+    `identifiers`, a string (docstrings aside) equal to a method name or prefixed by one (`f"{method}_..."` pieces
+    included), or a string mentioning a method's display name."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    display = re.compile(r"(?<![\w-])(" + "|".join(re.escape(n) for n in METHOD_DISPLAY_NAMES) + r")(?![\w-])")
+    found = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, ast.alias):
+            names = [node.name.rsplit(".", 1)[-1], node.asname or ""]
+        elif isinstance(node, ast.arg):
+            names = [node.arg]
+        found += [f"line {node.lineno}: {name}" for name in names if name in identifiers]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            text = node.value
+            if text in methods or any(text.startswith(f"{m}_") for m in methods) or display.search(text):
+                found.append(f"line {node.lineno}: {text!r}")
+    return found
+
+
+@pytest.mark.parametrize("module", TRAINER_NEUTRAL)
+def test_dry_run_names_no_trainer(module):
+    """The dry run and its checks learn about trainers from the registry (healtrl.trainers: TRAINERS,
+    added_datasets, method_fields) only, so that a new trainer needs no change there."""
+    found = trainer_names_in((REPO / module).read_text(), *_trainer_names())
+    assert not found, f"{module} names trainers or methods; ask the registry instead: {found}"
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "from healtrl.trainers import HEALConfig\n",
+        "import dataclasses\nfrom trl import GRPOConfig\nFIELDS = dataclasses.fields(GRPOConfig)\n",
+        "def f(resolved):\n    return resolved.trainer_name != 'grpo'\n",
+        "def f(args):\n    return getattr(args, 'general_dataset_name', None)\n",
+        "def f(args):\n    return args.entropy_method\n",
+        "def f(name):\n    return name.startswith(f'{\"kl_cov\"}_')\n",
+        'MESSAGE = "HEAL\'s general data"\n',
+    ],
+)
+def test_trainer_name_check_catches_a_planted_name(planted):
+    source = (REPO / TRAINER_NEUTRAL[0]).read_text() + "\n" + planted
+    assert trainer_names_in(source, *_trainer_names())

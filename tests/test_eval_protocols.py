@@ -59,7 +59,7 @@ def test_dapo_trained_recipe_is_evaluated_with_dapo_prompt_and_grader():
 
 
 def test_eval_fields_and_callback_take_the_format_variants():
-    from healtrl.config import ScriptArguments
+    from healtrl.cli.config import ScriptArguments
     from healtrl.eval_callback import PeriodicEvalCallback
 
     assert ScriptArguments(eval_tasks="aime25@answer_line,math500@answer_line").eval_tasks == [

@@ -433,7 +433,7 @@ sys.path.insert(0, os.getcwd())
 import torch
 torch.set_num_threads(1)
 from healtrl.cli import run_training
-from healtrl.config import resolve
+from healtrl.cli.config import resolve
 from healtrl.eval_callback import PeriodicEvalCallback
 from tests.helpers import shut_down_process_group
 

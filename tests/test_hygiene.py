@@ -13,8 +13,8 @@ import pytest
 from datasets import Dataset
 
 from healtrl.cli import train_main
+from healtrl.cli.config import resolve
 from healtrl.cli.run_hygiene import check_run_folder, check_training_run
-from healtrl.config import resolve
 from healtrl.hygiene import (
     EvalOverlapError,
     check_no_eval_overlap,

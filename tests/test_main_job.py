@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from healtrl.cli import main
+from healtrl.cli.config import DEFAULT_CONFIG_YAML, resolve
 from healtrl.cli.main_job import MAIN_SELECT_YAML, PANELS, _layout, grpo_counterpart, summarize
-from healtrl.config import DEFAULT_CONFIG_YAML, resolve
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"

@@ -110,7 +110,7 @@ def test_config_rejects_off_policy_and_bad_values(tmp_path, overrides, field):
 
 
 def test_registered_and_yaml_configs_parse():
-    from healtrl.config import resolve
+    from healtrl.cli.config import resolve
     from healtrl.trainers import TRAINERS
 
     assert TRAINERS["opefo"] == (OPEFOTrainer, OPEFOConfig)

@@ -10,7 +10,7 @@ accelerate launch --config_file configs/accelerate/ddp_8gpu.yaml train.py --conf
 torchrun --nproc_per_node 2 train.py --config configs/toy_grpo.yaml --per_device_train_batch_size 64
 ```
 
-A training run parses the config (`healtrl.config`), resolves the model name (`healtrl.models.resolve_model_path`:
+A training run parses the config (`healtrl.cli.config`), resolves the model name (`healtrl.models.resolve_model_path`:
 `healtrl-toy/...` and `healtrl-offline/...` names work like Hub ids), loads the tokenizer and data
 (`healtrl.data`), builds the trainer registered under `trainer:` (`healtrl.trainers.TRAINERS`), trains, and writes to
 `output_dir` (main process only):

@@ -1,7 +1,9 @@
-"""What the command-line modules share: the run files' names, error printing, torch's CPU threads."""
+"""What the command-line modules share: the run files' names, error printing, argparse that raises, torch's CPU
+threads."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -48,3 +50,17 @@ def _plain(value):
     if isinstance(value, (list, tuple)):
         return ",".join(str(_plain(v)) for v in value) or "none"
     return value
+
+
+class UsageError(Exception):
+    """A command-line mistake found by argparse (unknown option, missing value); the command prints it, exit code 2."""
+
+
+class RaisingParser(argparse.ArgumentParser):
+    """`argparse.ArgumentParser` whose usage errors raise `error_class(message)` instead of exiting the process, so
+    that `healtrl eval`, `select` and `inspect` return exit code 2 with their own message (and tests can call them)."""
+
+    error_class: type[Exception] = UsageError
+
+    def error(self, message):
+        raise self.error_class(message)

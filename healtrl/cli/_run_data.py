@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from healtrl.config import ConfigError, ResolvedConfig
+from .config import ConfigError, ResolvedConfig
 
 
 def _task_name(dataset_name: str) -> str | None:
@@ -49,7 +49,9 @@ def _datasets_to_check(resolved: ResolvedConfig):
     """(role, name, config, split, num_samples) of every dataset the run loads."""
     import dataclasses
 
-    from healtrl.config import ScriptArguments
+    from healtrl.trainers import added_datasets
+
+    from .script_args import ScriptArguments
 
     script_args, trainer_args = resolved.script_args, resolved.trainer_args
     out = [
@@ -66,18 +68,7 @@ def _datasets_to_check(resolved: ResolvedConfig):
         config = script_args.dataset_config if name == script_args.dataset_name else None
         out.append(("eval", name, config, script_args.dataset_test_split, script_args.num_eval_samples))
     script_fields = {f.name for f in dataclasses.fields(ScriptArguments)}
-    for f in dataclasses.fields(trainer_args):  # e.g. HEAL's general_dataset_name
-        if f.name.endswith("dataset_name") and f.name not in script_fields and getattr(trainer_args, f.name):
-            prefix = f.name[: -len("dataset_name")]
-            out.append(
-                (
-                    prefix.rstrip("_") or f.name,
-                    getattr(trainer_args, f.name),
-                    getattr(trainer_args, f"{prefix}dataset_config", None),
-                    getattr(trainer_args, f"{prefix}dataset_split", "train"),
-                    getattr(trainer_args, f"num_{prefix}samples", None),
-                )
-            )
+    out.extend(added_datasets(trainer_args, exclude=script_fields))  # e.g. HEAL's general_dataset_name
     return out
 
 

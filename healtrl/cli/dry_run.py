@@ -11,11 +11,10 @@ import os
 import sys
 from typing import Any
 
-from healtrl.config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, resolve
-
 from ._checks import DRY_RUN_SAMPLE_ROWS, _check_model, _DryRun, _known_rows, _local_task_data, _sample  # noqa: F401
 from ._common import _error, _plain
 from ._run_data import _datasets_to_check, resolve_train_repeats
+from .config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, resolve
 
 # ----------------------------------------------------------------------------------------------------------------
 # --dry_run
@@ -304,7 +303,7 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
         0 when the config is valid, 2 otherwise.
     """
     from healtrl.data import check_columns, get_reward_funcs, reward_columns
-    from healtrl.trainers import get_trainer_classes
+    from healtrl.trainers import get_trainer_classes, method_fields
 
     file = file or sys.stdout
     report = _DryRun()
@@ -374,25 +373,7 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
         f"{generation}; max_completion_length {args.max_completion_length}, temperature {args.temperature:g}, "
         f"top_p {args.top_p:g}, lr {args.learning_rate:g} ({_plain(args.lr_scheduler_type)}), seed {args.seed}",
     )
-    import dataclasses
-
-    from trl import GRPOConfig
-
-    from healtrl.trainers import EntropyGRPOConfig
-
-    grpo_fields = {f.name for f in dataclasses.fields(GRPOConfig)}
-    base_fields = {f.name for f in dataclasses.fields(EntropyGRPOConfig)}
-    entropy_method = getattr(args, "entropy_method", None)
-    shown = []
-    for f in dataclasses.fields(config_cls):
-        if not f.init or f.name in grpo_fields:
-            continue
-        own = f.name not in base_fields and resolved.trainer_name != "grpo"  # a method trainer's own settings
-        baseline = entropy_method not in (None, "none") and (
-            f.name == "entropy_method" or f.name.startswith(f"{entropy_method}_")
-        )
-        if own or baseline or f.name in resolved.values:
-            shown.append(f"{f.name}={_plain(getattr(args, f.name))}")
+    shown = [f"{name}={_plain(getattr(args, name))}" for name in method_fields(config_cls, args, resolved.values)]
     report.add("method", ", ".join(shown) or "none: TRL's GRPO")
     always = ("loss_type", "beta", "epsilon", "epsilon_high", "num_iterations")
     trl_shown = [k for k in TRL_METHOD_FIELDS if hasattr(args, k) and (k in always or k in resolved.values)]

@@ -6,7 +6,6 @@ its command line: options, the run-folder hygiene check, the paper-recipe compar
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -17,28 +16,17 @@ from typing import Any
 
 from healtrl._distributed import processes
 from healtrl.best_checkpoint import evaluate_checkpoints
-from healtrl.evaluation import (
-    BACKENDS,
-    DEFAULT_THRESHOLD,
-    evaluate,
-)
+from healtrl.evaluation import BACKENDS, DEFAULT_THRESHOLD, evaluate
 from healtrl.generation import SamplingSettings
+
+from ._common import RaisingParser, UsageError, configure_threads
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------------------------------------------
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse would exit; report like the rest of the CLI instead
-        raise _UsageError(message)
-
-
-def _build_parser(prog: str) -> _Parser:
-    parser = _Parser(
+def _build_parser(prog: str) -> RaisingParser:
+    parser = RaisingParser(
         prog=prog,
         description=(
             "Sample k completions per problem of each task, score them with the task's reward, and report avg@k, "
@@ -165,6 +153,21 @@ def _report(problems: Sequence[str]) -> int:
     return 2
 
 
+def _checked_processes(run_dir, tasks, split, task_paths, allow):
+    """The processes of the launch (`processes()`, torch's CPU threads set), after the run folder's hygiene check
+    (`check_run_folder`: the training data of a `train.py` run must not hold rows of the evaluated tasks); None, with
+    the error printed, when the check fails."""
+    from .run_hygiene import check_run_folder
+
+    try:
+        check_run_folder(run_dir, list(tasks), split=split, task_paths=task_paths, allow=allow)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    configure_threads()
+    return processes()
+
+
 def eval_main(argv: list[str] | None = None, prog: str = "healtrl eval") -> int:
     """`healtrl eval --model M --tasks a,b --k K ...` (or `--checkpoints RUN_DIR`, or `--results PATHS`): returns the
     process exit code (0, or 2 on a usage error)."""
@@ -172,7 +175,7 @@ def eval_main(argv: list[str] | None = None, prog: str = "healtrl eval") -> int:
     parser = _build_parser(prog)
     try:
         args = parser.parse_args(argv)
-    except _UsageError as exc:
+    except UsageError as exc:
         print(f"error: {exc}. See `{prog} --help`.", file=sys.stderr)
         return 2
     except SystemExit as exc:  # --help
@@ -291,16 +294,11 @@ def _model_main(args, prog: str) -> int:
     if problems:
         return _report(problems)
 
-    from ._common import configure_threads
-    from .run_hygiene import check_run_folder
-
-    try:  # a run folder (config.yaml of train.py): its training data must not hold rows of the evaluated tasks
-        check_run_folder(args.model, tasks, split=args.split, task_paths=task_paths, allow=args.allow_eval_overlap)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    # A run folder (config.yaml of train.py): its training data must not hold rows of the evaluated tasks. Under
+    # torchrun / accelerate launch the work is shared and the main process writes.
+    procs = _checked_processes(args.model, tasks, args.split, task_paths, args.allow_eval_overlap)
+    if procs is None:
         return 2
-    configure_threads()
-    procs = processes()  # under torchrun / accelerate launch: the work is shared, the main process writes
     try:
         results = evaluate(
             args.model,
@@ -430,18 +428,11 @@ def _checkpoints_main(args, prog: str) -> int:
     if problems:
         return _report(problems)
 
-    from ._common import configure_threads
-    from .run_hygiene import check_run_folder
-
-    try:  # the validation tasks must not hold rows the run trained on
-        check_run_folder(
-            run_dir, list(rule.tasks), split=rule.split, task_paths=task_paths, allow=args.allow_eval_overlap
-        )
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    # The validation tasks must not hold rows the run trained on; under torchrun / accelerate launch each
+    # checkpoint's evaluation is shared.
+    procs = _checked_processes(run_dir, rule.tasks, rule.split, task_paths, args.allow_eval_overlap)
+    if procs is None:
         return 2
-    configure_threads()
-    procs = processes()  # under torchrun / accelerate launch: each checkpoint's evaluation is shared
     try:
         outcome = evaluate_checkpoints(
             run_dir,

@@ -9,10 +9,11 @@ from healtrl.entropy_view import DEFAULT_MAX_ENTROPY, write_outputs
 from healtrl.inspect_view import InspectError, inspect
 from healtrl.inspect_view import __doc__ as INSPECT_DOC
 
+from ._common import RaisingParser
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse would exit; report with exit code 2 like the rest of the CLI
-        raise InspectError(message)
+
+class _Parser(RaisingParser):
+    error_class = InspectError  # reported like the inspection's own errors, exit code 2
 
 
 def _build_parser(prog: str) -> _Parser:

@@ -9,7 +9,7 @@ python train.py --output_dir runs/x  # another root folder
 1. `healtrl select` with `configs/main_select.yaml` (`MAIN_SELECT_YAML`, read from the package): the 32 general-domain
    questions (toy `compare`) with the highest Uncertainty x Diversity (heal.txt eq. 1) -> `<root>/select/selected`.
    Skipped when `--general_dataset_name` is given; resumed when an earlier run left its records.
-2. HEAL with `configs/main.yaml` (the embedded default, `healtrl.config.DEFAULT_CONFIG_YAML`): 8 target additions +
+2. HEAL with `configs/main.yaml` (the embedded default, `healtrl.cli.config.DEFAULT_CONFIG_YAML`): 8 target additions +
    the selected general data + the EDA reward -> `<root>/heal`.
 3. GRPO with the same budget -> `<root>/grpo`: the same model, target data, steps, learning rate and rollouts per step
    (`per_device_train_batch_size`), without the general data and the EDA reward. Every one of TRL's generation
@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from healtrl.config import DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve, shipped_config
+from .config import DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve, shipped_config
 
 __all__ = ["MAIN_SELECT_YAML", "PANELS", "grpo_counterpart", "run_main_job", "summarize"]
 
@@ -117,7 +117,7 @@ def _layout(argv: list[str]) -> tuple[str, list[str], bool]:
     """(root folder, the HEAL run's command line, whether the selection runs) for the main job's overrides `argv`.
 
     `--output_dir` names the root (HEAL, GRPO and the selection go into sub-folders); the selection writes HEAL's
-    general data unless `--general_dataset_name` is given. Overrides are read as `healtrl.config` reads them
+    general data unless `--general_dataset_name` is given. Overrides are read as `healtrl.cli.config` reads them
     (`--key value`, `--key=value`, `--key-name`); the last one of a key wins, so appending overrides them.
     """
     from healtrl.selection import SELECTED_DIR

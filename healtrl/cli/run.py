@@ -7,10 +7,9 @@ import json
 import os
 from typing import Any
 
-from healtrl.config import ConfigError, ResolvedConfig
-
 from ._common import CONFIG_FILE, CURVES_FILE, METRICS_FILE, configure_threads
-from ._run_data import _task_name, apply_train_repeats
+from ._run_data import _task_name, _trainer_adds_data, apply_train_repeats
+from .config import ConfigError, ResolvedConfig
 
 
 def _model_init_kwargs(model_args, trainer_args) -> dict[str, Any]:
@@ -168,7 +167,7 @@ def run_training(resolved: ResolvedConfig):
     )
     # The model card names what the user named (a Hub id, a toy name), not resolved cache paths.
     trainer.model_card_base_model = model_args.model_name_or_path
-    names = [script_args.dataset_name, getattr(trainer_args, "general_dataset_name", None)]
+    names = [script_args.dataset_name, *_trainer_adds_data(resolved)]  # e.g. HEAL's general data
     # A task that combines Hub datasets (`medicine`) names each of them.
     trainer.model_card_datasets = [part for name in names if name for part in _card_dataset_name(name).split(",")]
     if script_args.eval_tasks:

@@ -108,10 +108,10 @@ def check_run_folder(
     config_path = _run_config(model)
     if config_path is None:
         return None
-    from healtrl.config import ConfigError, resolve
     from healtrl.tasks import get_task, load_task
 
     from ._checks import _DryRun
+    from .config import ConfigError, resolve
     from .dry_run import _environment_adjust
 
     try:  # settings this machine cannot build (a GPU dtype, vLLM) do not change the data: replaced as in --dry_run

@@ -21,21 +21,14 @@ from healtrl.selection import (
     select_general_data,
 )
 
+from ._common import RaisingParser, UsageError
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------------------------------------------
-class _ArgumentError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse would exit; `select_main` returns the exit code instead
-        raise _ArgumentError(message)
-
-
-def _build_parser(prog: str) -> _Parser:
-    p = _Parser(
+def _build_parser(prog: str) -> RaisingParser:
+    p = RaisingParser(
         prog=prog,
         description="HEAL's general-domain data selection (§3.1, eq. 1): score every question of a pool by "
         "Uncertainty x Diversity from N rollouts of a model, and keep the top K.",
@@ -83,7 +76,7 @@ def _build_parser(prog: str) -> _Parser:
     return p
 
 
-def _apply_yaml(parser: _Parser, path: str) -> None:
+def _apply_yaml(parser: RaisingParser, path: str) -> None:
     """Set the parser's defaults from a flat YAML file, checking every key and value type."""
     import yaml
 
@@ -263,7 +256,7 @@ def select_main(argv: list[str] | None = None, prog: str = "healtrl select") -> 
         if options.pop("dry_run"):
             return select_dry_run(options, config_path=config_path)
         selected = select_general_data(**options, progress=progress)
-    except _ArgumentError as exc:
+    except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (SelectionError, MissingExtraError) as exc:

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import sys
 
-from healtrl.config import DEFAULT_CONFIG_YAML, ConfigError, _split_argv, resolve
-
 from ._common import _error
+from .config import DEFAULT_CONFIG_YAML, ConfigError, _split_argv, resolve
 from .run import run_training
 
 

@@ -35,6 +35,66 @@ def get_trainer_classes(name: str) -> tuple[type, type]:
         ) from None
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# What the command line needs to know about each trainer. It lives here, next to the registry, so that the dry run
+# and the run's data checks (healtrl.cli) work for any registered trainer without naming one (tests/test_dry_run.py
+# checks that they do not).
+# ----------------------------------------------------------------------------------------------------------------
+def added_datasets(trainer_args, exclude=()) -> list[tuple[str, str, str | None, str, int | None]]:
+    """The datasets a trainer loads besides the training and evaluation data, as `(role, name, config, split,
+    num_samples)`.
+
+    A trainer declares one by a config field `<role>_dataset_name` (HEAL's `general_dataset_name`), read with
+    `<role>_dataset_config`, `<role>_dataset_split` (default "train") and `num_<role>_samples` beside it when the
+    config has them. Only set fields count; `exclude` names fields that are not the trainer's own (the script
+    arguments' `eval_dataset_name`, should a config class define it too).
+    """
+    import dataclasses
+
+    out = []
+    for f in dataclasses.fields(trainer_args):
+        if not f.name.endswith("dataset_name") or f.name in exclude or not getattr(trainer_args, f.name):
+            continue
+        prefix = f.name[: -len("dataset_name")]
+        out.append(
+            (
+                prefix.rstrip("_") or f.name,
+                getattr(trainer_args, f.name),
+                getattr(trainer_args, f"{prefix}dataset_config", None),
+                getattr(trainer_args, f"{prefix}dataset_split", "train"),
+                getattr(trainer_args, f"num_{prefix}samples", None),
+            )
+        )
+    return out
+
+
+def method_fields(config_cls: type, trainer_args, set_keys=()) -> list[str]:
+    """The fields of `config_cls` (beyond TRL's `GRPOConfig`) that describe the run's method, in field order.
+
+    A method trainer's own fields (those its config adds to `EntropyGRPOConfig`) always count. The baseline trainer's
+    own fields are the options of its `entropy_method`, so only `entropy_method` and the chosen method's
+    `<method>_...` fields count, and only when a method is chosen. Any other healtrl field counts when `set_keys`
+    (the keys the config set explicitly) holds it.
+    """
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    trl_fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    shared = {f.name for f in dataclasses.fields(EntropyGRPOConfig)}
+    options_only = issubclass(config_cls, GRPOBaselineConfig)
+    chosen = getattr(trainer_args, "entropy_method", None)
+    shown = []
+    for f in dataclasses.fields(config_cls):
+        if not f.init or f.name in trl_fields:
+            continue
+        own = f.name not in shared and not options_only
+        option = chosen not in (None, "none") and (f.name == "entropy_method" or f.name.startswith(f"{chosen}_"))
+        if own or option or f.name in set_keys:
+            shown.append(f.name)
+    return shown
+
+
 __all__ = [
     "TRAINERS",
     "AERConfig",
@@ -51,5 +111,7 @@ __all__ = [
     "PosAdvConfig",
     "PosAdvTrainer",
     "RolloutBatch",
+    "added_datasets",
     "get_trainer_classes",
+    "method_fields",
 ]
