@@ -49,7 +49,7 @@ import torch
 
 from ..functional.cov import KL_COV_K_ROUNDINGS, clip_cov_select, entropy_advantage, kl_cov_select, token_covariance
 from ..model_card import GRPO_PAPER
-from ._control import CONTROLLER_UPDATES, EntropyControlMixin, check_controller_update
+from ._control import CONTROLLER_UPDATES, RandomStreamMixin, check_controller_update
 from ._mixing import combine_domains, load_general_dataset
 from ._trl import aggregate_like_policy_loss
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
@@ -199,7 +199,7 @@ class GRPOBaselineConfig(EntropyGRPOConfig):
         check_controller_update(self, active=bool(self.use_adaptive_entropy))
 
 
-class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
+class GRPOBaselineTrainer(RandomStreamMixin, EntropyGRPOTrainer):
     """The `grpo` trainer: TRL's GRPO, optionally with Clip-Cov, KL-Cov or Entropy-Adv (`entropy_method`).
 
     Logged: `cov/selected_tokens` (Clip-Cov, KL-Cov), `cov/kl_penalty` (KL-Cov), `entropy_adv/bonus` (mean bonus).
@@ -278,9 +278,8 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         # A plain EntropyGRPOConfig or GRPOConfig is converted by the base trainer (entropy_method: none).
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
         self.entropy_method = getattr(self.args, "entropy_method", "none")
-        # No healtrl controller follows the entropy here (TRL's adaptive coefficient has its own window); the mixin
-        # gives the random streams and the resume in the middle of a rollout batch.
-        self._init_control(track_entropy=False)
+        # No healtrl controller follows the entropy here (TRL's adaptive coefficient has its own window): only the
+        # random streams of Clip-Cov (`RandomStreamMixin`).
         # A plain EntropyGRPOConfig (entropy_method none) has no controller_update: TRL's per-step behaviour.
         self.defer_trl_entropy = bool(self.use_adaptive_entropy) and (
             getattr(self.args, "controller_update", "optimizer_step") == "rollout_batch"
@@ -365,7 +364,7 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         return term
 
     def method_state(self):
-        return self._control_state()
+        return self._random_stream_state()
 
     def load_method_state(self, state):
-        self._load_control_state(state)
+        self._load_random_stream_state(state)
