@@ -6,7 +6,8 @@ private state and every import of a private name sits in one file, a TRL upgrade
 the new release. This test keeps it so: it parses every module of `healtrl/` except `_trl.py` and fails when one of
 them
 
-(a) defines a method named like a private attribute of `trl.GRPOTrainer` or `transformers.Trainer`,
+(a) defines a method named like a private attribute of `trl.GRPOTrainer` or `transformers.Trainer` (or of TRL's
+    vLLM classes `VLLMGeneration` / `VLLMClient`, whose weight sync `_vllm_sync.py` replaces),
 (b) reads or writes such an attribute on any object (`self._metrics`, `trainer._step`),
 (c) imports an underscore name from `trl` or `transformers`, or anything from a private module of theirs, or
 (d) reads or writes an underscore name of a `trl` / `transformers` module or class it imported
@@ -40,13 +41,22 @@ def _private(name: str) -> bool:
 
 
 def trl_private_names() -> frozenset[str]:
-    """Private (single-underscore) attributes of `trl.GRPOTrainer` and `transformers.Trainer`: those defined on any
-    class of their MRO that TRL or transformers define, and those their methods assign on `self`."""
+    """Private (single-underscore) attributes of `trl.GRPOTrainer` and `transformers.Trainer` (and of TRL's
+    `VLLMGeneration` / `VLLMClient`): those defined on any class of their MRO that TRL or transformers define, and
+    those their methods assign on `self`."""
     import transformers
     import trl
 
+    classes = [trl.GRPOTrainer, transformers.Trainer]
+    try:  # TRL's vLLM classes, whose weight sync healtrl replaces on CPU engines (`_vllm_sync.py`)
+        from trl.generation.vllm_client import VLLMClient
+        from trl.generation.vllm_generation import VLLMGeneration
+
+        classes += [VLLMGeneration, VLLMClient]
+    except ImportError:  # pragma: no cover - a TRL build without them
+        pass
     names: set[str] = set()
-    for cls in (trl.GRPOTrainer, transformers.Trainer):
+    for cls in classes:
         for klass in cls.__mro__:
             if klass.__module__.split(".")[0] not in EXTERNAL:
                 continue
@@ -159,6 +169,7 @@ def test_private_names_come_from_the_installed_classes(private_names):
         "_buffered_inputs",
         "_save_checkpoint",
         "_load_optimizer_and_scheduler",
+        "_iter_named_params",
     ):
         assert name in private_names
     assert "__init__" not in private_names and "train" not in private_names

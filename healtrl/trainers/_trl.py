@@ -24,7 +24,8 @@ A TRL upgrade is: read this file against the new release, run the suite (`healtr
 - `defer_trl_entropy`: hold TRL's adaptive entropy coefficient (`use_adaptive_entropy`) until the rollout batch ends.
 
 and offers accessors for TRL's private state: `log_metric`, `discarded_metrics`, `policy_forward`, `generate_and_score`,
-`run_output_dir`, `log_completion_columns`, `clip_status`, `card_name` / `card_paper` / `card_tags`.
+`run_output_dir`, `log_completion_columns`, `clip_status`, `card_name` / `card_paper` / `card_tags`; and, for the
+vLLM weight sync of `_vllm_sync.py`, `vllm_named_params`.
 
 Why this module is long: it is, by design, all of healtrl's contact with TRL's private API (the loss forward and its
 levers, rollout entropies, reward augmentation, generation-batch columns, checkpoints in the middle of a rollout batch,
@@ -106,6 +107,16 @@ def scatter_power_sums(captured, input_ids, attention_mask, logits_to_keep, batc
         sum_p2.append(p2[:, -logits_to_keep:])
         sum_p2_logp.append(p2l[:, -logits_to_keep:])
     return torch.cat(sum_p2, dim=0), torch.cat(sum_p2_logp, dim=0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# vLLM weight sync (`_vllm_sync.py` replaces TRL 1.16's `VLLMGeneration.sync_weights` on CPU engines)
+# ----------------------------------------------------------------------------------------------------------------
+def vllm_named_params(generation):
+    """The (name, tensor) pairs TRL 1.16's `VLLMGeneration.sync_weights` sends to vLLM: its private
+    `VLLMGeneration._iter_named_params` (gathers FSDP / ZeRO-3 shards, merges PEFT adapters, names as vLLM expects).
+    Every process must iterate it: the gathers are collective."""
+    return generation._iter_named_params()
 
 
 # ----------------------------------------------------------------------------------------------------------------
