@@ -75,7 +75,6 @@ class EntropyFlowDiagnostics:
         if estimator not in ESTIMATORS:
             raise ValueError(f"entropy_flow_estimator must be one of {ESTIMATORS}, got {estimator!r}.")
         self.estimator = estimator
-        self._sums: torch.Tensor | None = None
 
     def update(self, trainer, batch) -> dict[str, float] | None:
         """Add one micro-batch; at the end of an optimizer step (or for an eval batch) log and return the step's sums."""
@@ -97,17 +96,13 @@ class EntropyFlowDiagnostics:
         upper, lower = trainer.clip_status(batch)  # TRL's clipping rule (`healtrl.trainers._trl.clip_status`)
         sums = entropy_flow_sums(delta_h, batch.mask, batch.advantages, upper, lower)
         if batch.mode != "train":
-            return self._log(trainer, sums)
-        self._sums = sums if self._sums is None else self._sums + sums
-        if not trainer.accelerator.sync_gradients:
-            return None
-        sums, self._sums = self._sums, None
-        return self._log(trainer, sums)
+            return self._log(trainer, trainer.accelerator.reduce(sums.to(trainer.accelerator.device), reduction="sum"))
+        total = trainer.step_sums("entropy_flow", sums)  # summed over the step's micro-batches and all processes
+        return None if total is None else self._log(trainer, total)
 
     @staticmethod
-    def _log(trainer, local_sums: torch.Tensor) -> dict[str, float]:
-        device = trainer.accelerator.device
-        total = trainer.accelerator.reduce(local_sums.to(device), reduction="sum").tolist()
+    def _log(trainer, total_sums: torch.Tensor) -> dict[str, float]:
+        total = total_sums.tolist()
         values = dict(zip(METRIC_NAMES, total))
         values["entropy_flow/net"] = values["entropy_flow/increase"] + values["entropy_flow/decrease"]
         for name, value in values.items():

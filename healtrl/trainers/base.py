@@ -378,6 +378,7 @@ class EntropyGRPOTrainer(TRLBoundary):
     _augmentation_names: tuple[str, ...] | list[str] = ()
     _entropy_flow = None
     _inspect = None
+    _open_step_sums: dict[str, torch.Tensor] = {}
 
     def __init__(self, model, reward_funcs=None, args: EntropyGRPOConfig | None = None, train_dataset=None, **kwargs):
         args = self._resolve_args(model, args)
@@ -437,6 +438,7 @@ class EntropyGRPOTrainer(TRLBoundary):
             self._guard = DivergenceGuard(self, self.args.divergence_entropy_fraction)
             self.add_callback(self._guard)
         self._inspect = RolloutInspector.from_trainer(self)  # entropy views and metrics (_inspect_hooks.py)
+        self._open_step_sums = {}  # `step_sums`: this process's sums of the open optimizer step, by key
 
     # ------------------------------------------------------------------------------------------------------------
     # Config: built, converted or checked once at construction; read through `_arg`
@@ -556,6 +558,22 @@ class EntropyGRPOTrainer(TRLBoundary):
     # ------------------------------------------------------------------------------------------------------------
     # Helpers for method trainers
     # ------------------------------------------------------------------------------------------------------------
+    def step_sums(self, key: str, local: torch.Tensor) -> torch.Tensor | None:
+        """Statistics of a whole optimizer step, for the diagnostics and levers that log them at its last micro-batch.
+
+        Adds `local` (this training micro-batch's sums on this process) to the open step's sums under `key`; on the
+        step's last micro-batch (accelerate's `sync_gradients`) returns the sums over the step's micro-batches and all
+        processes (identical on every rank) and closes the step, else None. Every process calls it with the same keys.
+        (The entropy controllers, whose update follows the optimizer step, use `_control.EntropyControlMixin`.)
+        """
+        total = self._open_step_sums.get(key)
+        total = local if total is None else total + local
+        if not self.accelerator.sync_gradients:
+            self._open_step_sums[key] = total
+            return None
+        self._open_step_sums.pop(key, None)
+        return self.accelerator.reduce(total.to(self.accelerator.device), reduction="sum")
+
     def global_masked_mean(self, values: torch.Tensor, mask: torch.Tensor) -> float:
         """Token-weighted mean of `values` over `mask`, reduced across all processes."""
         local = torch.stack([(values.detach() * mask).sum(), mask.sum().to(values.dtype)]).float()

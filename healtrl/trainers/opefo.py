@@ -201,7 +201,6 @@ class OPEFOTrainer(EntropyGRPOTrainer):
 
     def __init__(self, model, reward_funcs=None, args: OPEFOConfig | None = None, train_dataset=None, **kwargs):
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
-        self._flow_stats: torch.Tensor | None = None  # local [sum S+, sum |S-|, n S+, n tokens] of the open step
         self._opefo_stats: dict[str, torch.Tensor] | None = None  # per-token stats of the last generation batch
         self._opefo_capture_old_logps = False
         self._warned_generation_stats = False
@@ -358,11 +357,10 @@ class OPEFOTrainer(EntropyGRPOTrainer):
     def _record_flow(self, stats: torch.Tensor, lam: torch.Tensor, *, reduced: bool, batch: LossBatch) -> None:
         """Log the step's flow statistics once per optimizer step (once per batch in evaluation)."""
         if batch.mode == "train" and not reduced:
-            self._flow_stats = stats if self._flow_stats is None else self._flow_stats + stats
-            if not self.accelerator.sync_gradients:
+            stats = self.step_sums("opefo_flow", stats)  # [sum S+, sum |S-|, n S+, n tokens] over the step
+            if stats is None:
                 return
-            stats, self._flow_stats = self._flow_stats, None
-        if not reduced:
+        elif not reduced:
             stats = self.accelerator.reduce(stats, reduction="sum")
         lr = current_learning_rate(self)
         pos, neg, n_pos, n_tokens = stats.tolist()
