@@ -11,7 +11,8 @@ them
 (b) reads or writes such an attribute on any object (`self._metrics`, `trainer._step`),
 (c) imports an underscore name from `trl` or `transformers`, or anything from a private module of theirs, or
 (d) reads or writes an underscore name of a `trl` / `transformers` module or class it imported
-    (`trl_utils._ChunkedLogProbFunction`).
+    (`trl_utils._ChunkedLogProbFunction`), or
+(e) spells such a private attribute as a string for `getattr` / `setattr` / `hasattr` / `delattr`.
 
 `benchmarks/` is left out: its timing scripts wrap TRL's private methods on purpose, to time TRL itself.
 
@@ -120,6 +121,17 @@ def scan_source(source: str, filename: str, private_names: frozenset[str]) -> li
             and node.value.id in external
         ):
             found.append(f"{where}: uses {node.value.id}.{node.attr}, a private name of trl / transformers")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in private_names
+        ):
+            found.append(
+                f"{where}: {node.func.id}(..., {node.args[1].value!r}), a private attribute of TRL / transformers"
+            )
         elif isinstance(node, ast.Attribute) and node.attr in private_names:
             verb = "writes" if isinstance(node.ctx, (ast.Store, ast.Del)) else "reads"
             found.append(
@@ -200,6 +212,7 @@ def test_scanner_finds_planted_violations(tmp_path, private_names):
         "imports_module.py": "from transformers.models._x import helper\n",
         "imports_plain.py": "import trl._private\n",
         "module_attr.py": "import trl.trainer.utils as u\n\nu._ChunkedLogProbFunction = None\n",
+        "getattr.py": "def f(trainer):\n    return getattr(trainer, '_dist', None)\n",
         "boundary.py": "def f(self):\n    return self._metrics\n",
     }
     for name, source in planted.items():

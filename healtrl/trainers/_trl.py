@@ -119,6 +119,12 @@ def vllm_named_params(generation):
     return generation._iter_named_params()
 
 
+def fsdp_helper(trainer):
+    """TRL 1.16's FSDP helper of a trainer (`GRPOTrainer._dist`, whose `summon_full_params` gathers the parameters for
+    generation), or None (no FSDP, or a trainer without one)."""
+    return getattr(trainer, "_dist", None)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Logic that mirrors TRL's loss
 # ----------------------------------------------------------------------------------------------------------------
