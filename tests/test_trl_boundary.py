@@ -9,12 +9,14 @@ them
 (a) defines a method named like a private attribute of `trl.GRPOTrainer` or `transformers.Trainer` (or of TRL's
     vLLM classes `VLLMGeneration` / `VLLMClient`, whose weight sync `_vllm_sync.py` replaces),
 (b) reads or writes such an attribute on any object (`self._metrics`, `trainer._step`),
-(c) imports an underscore name from `trl` or `transformers`, or anything from a private module of theirs, or
+(c) imports an underscore name from `trl` or `transformers`, or anything from a private module of theirs,
 (d) reads or writes an underscore name of a `trl` / `transformers` module or class it imported
     (`trl_utils._ChunkedLogProbFunction`), or
 (e) spells such a private attribute as a string for `getattr` / `setattr` / `hasattr` / `delattr`.
 
-`benchmarks/` is left out: its timing scripts wrap TRL's private methods on purpose, to time TRL itself.
+`benchmarks/` is left out: its timing scripts wrap TRL's private methods on purpose, to time TRL itself. Class-body
+assignments (`_name = "AER"`, `_paper`, `_tag_names`: the model-card attributes every TRL trainer subclass sets) are
+not flagged; reading them on an instance goes through the boundary's `card_name` / `card_paper` / `card_tags`.
 
 The private names are collected from the installed classes (their attributes and the `self._x = ...` assignments in
 their source), so a TRL release that adds private state extends the set by itself. healtrl's own private helpers (names
