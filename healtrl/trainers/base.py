@@ -36,10 +36,9 @@ Drop-in for `trl.GRPOTrainer` (README, "TRL compatibility"; `tests/test_trl_comp
 - The overrides of TRL's methods read healtrl's fields through `_arg`, which falls back to the field's default, so a
   subclass or a test double whose `args` carries only TRL's fields takes TRL's path and meets TRL's errors.
 
-Why this module is long: the base trainer is where healtrl meets TRL's trainer: its config (every field with its
-paper default), the four levers, and the wiring that keeps them exact under accumulation, multiple processes,
-checkpoint/resume and vLLM; the methods stay short because this file is not. TRL's private API itself is
-behind `healtrl/trainers/_trl.py` (issue #15).
+Why this module is long: the base trainer is where healtrl's trainers share their configuration (every field with
+its help text and validation), the four levers, the model card and the crash-safe `train`; the methods stay short
+because this file is not. The wiring into TRL's private API is in `healtrl/trainers/_trl.py` (issue #15).
 """
 
 from __future__ import annotations
