@@ -4,7 +4,8 @@ Per optimizer step, the summed predicted entropy change (`healtrl.functional.tok
 choice) of the update batch's tokens, split into entropy-increasing (Delta H > 0) and entropy-decreasing
 (Delta H < 0) tokens, and each of those split by advantage sign and by clipping status (opefo.txt §4, Figure 2 (b)-(c)).
 
-Clipping status follows TRL 1.16's `GRPOTrainer._compute_loss` exactly: with coef = exp(logp - old_logp) (per token,
+Clipping status follows TRL 1.16's `GRPOTrainer._compute_loss` exactly (the trainer's `clip_status`, in the TRL
+boundary `healtrl/trainers/_trl.py`): with coef = exp(logp - old_logp) (per token,
 or the masked sequence mean of the log-ratio when `importance_sampling_level="sequence"`), a token is upper-clipped when
 coef > 1 + epsilon_high and A > 0, lower-clipped when coef < 1 - epsilon_low and A < 0, and unclipped otherwise. Strictly
 on-policy (one update per generation batch) coef is exactly 1 and every token is unclipped.
@@ -35,29 +36,6 @@ METRIC_NAMES = (
     "entropy_flow/decrease",
     *(f"entropy_flow/{d}/{g}" for d in DIRECTIONS for g in GROUPS),
 )
-
-
-def clip_status(
-    per_token_logps: torch.Tensor,
-    old_per_token_logps: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    epsilon_low: float,
-    epsilon_high: float,
-    importance_sampling_level: str = "token",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(upper_clipped, lower_clipped) boolean (B, T) masks, as TRL 1.16's `_compute_loss` defines them."""
-    log_ratio = (per_token_logps.detach() - old_per_token_logps.detach()).float()
-    if importance_sampling_level == "sequence":
-        log_ratio = ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
-    coef = torch.exp(log_ratio)
-    adv = advantages.detach()
-    if adv.dim() == 1:
-        adv = adv.unsqueeze(1)
-    upper = (coef > 1 + epsilon_high) & (adv > 0)
-    lower = (coef < 1 - epsilon_low) & (adv < 0)
-    shape = per_token_logps.shape
-    return upper.expand(shape), lower.expand(shape)
 
 
 def entropy_flow_sums(
@@ -97,7 +75,6 @@ class EntropyFlowDiagnostics:
         if estimator not in ESTIMATORS:
             raise ValueError(f"entropy_flow_estimator must be one of {ESTIMATORS}, got {estimator!r}.")
         self.estimator = estimator
-        self._sums: torch.Tensor | None = None
 
     def update(self, trainer, batch) -> dict[str, float] | None:
         """Add one micro-batch; at the end of an optimizer step (or for an eval batch) log and return the step's sums."""
@@ -116,28 +93,16 @@ class EntropyFlowDiagnostics:
             sum_p2_logp=batch.sum_p2_logp,
             lr=lr,
         )
-        upper, lower = clip_status(
-            batch.per_token_logps,
-            batch.old_per_token_logps,
-            batch.advantages,
-            batch.mask,
-            trainer.epsilon_low,
-            trainer.epsilon_high,
-            trainer.importance_sampling_level,
-        )
+        upper, lower = trainer.clip_status(batch)  # TRL's clipping rule (`healtrl.trainers._trl.clip_status`)
         sums = entropy_flow_sums(delta_h, batch.mask, batch.advantages, upper, lower)
         if batch.mode != "train":
-            return self._log(trainer, sums)
-        self._sums = sums if self._sums is None else self._sums + sums
-        if not trainer.accelerator.sync_gradients:
-            return None
-        sums, self._sums = self._sums, None
-        return self._log(trainer, sums)
+            return self._log(trainer, trainer.accelerator.reduce(sums.to(trainer.accelerator.device), reduction="sum"))
+        total = trainer.step_sums("entropy_flow", sums)  # summed over the step's micro-batches and all processes
+        return None if total is None else self._log(trainer, total)
 
     @staticmethod
-    def _log(trainer, local_sums: torch.Tensor) -> dict[str, float]:
-        device = trainer.accelerator.device
-        total = trainer.accelerator.reduce(local_sums.to(device), reduction="sum").tolist()
+    def _log(trainer, total_sums: torch.Tensor) -> dict[str, float]:
+        total = total_sums.tolist()
         values = dict(zip(METRIC_NAMES, total))
         values["entropy_flow/net"] = values["entropy_flow/increase"] + values["entropy_flow/decrease"]
         for name, value in values.items():

@@ -190,7 +190,9 @@ class PeriodicEvalCallback(_callback_base()):
             model = stack.enter_context(
                 unwrap_model_for_generation(wrapped, trainer.accelerator, gather_deepspeed3_params=gather)
             )
-            dist = getattr(trainer, "_dist", None)  # TRL's FSDP helper: full parameters for generation
+            from healtrl.trainers._trl import fsdp_helper
+
+            dist = fsdp_helper(trainer)  # TRL's FSDP helper: full parameters for generation
             if dist is not None and hasattr(dist, "summon_full_params"):
                 stack.enter_context(dist.summon_full_params(wrapped, recurse=False))
             yield model

@@ -7,8 +7,9 @@ import torch
 from transformers import set_seed
 
 from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer, OPEFOConfig, OPEFOTrainer
-from healtrl.diagnostics import METRIC_NAMES, EntropyFlowDiagnostics, clip_status, entropy_flow_sums
+from healtrl.diagnostics import METRIC_NAMES, EntropyFlowDiagnostics, entropy_flow_sums
 from healtrl.functional import token_entropy_change
+from healtrl.trainers._trl import clip_status
 from tests.helpers import build_trainer, loss_and_grads, next_inputs
 
 

@@ -8,8 +8,10 @@ import trl.trainer.utils as trl_utils
 from transformers import set_seed
 
 import healtrl.trainers._kernel_bridge as bridge
+import healtrl.trainers._trl as boundary
 from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer
-from healtrl.trainers._kernel_bridge import HealtrlLogProbFunction, healtrl_lm_head
+from healtrl.trainers._kernel_bridge import HealtrlLogProbFunction
+from healtrl.trainers._trl import healtrl_lm_head
 from tests.helpers import build_trainer, loss_and_grads, next_inputs, reference_stats
 
 
@@ -30,7 +32,7 @@ def test_loss_forward_uses_kernel_and_hands_over_power_sums(tmp_path, monkeypatc
     """compact=True takes TRL's Triton-device layout (only valid positions scored), here on the CPU."""
     if compact:
         monkeypatch.setattr(trl_utils, "_use_triton", lambda device: True)
-        monkeypatch.setattr(bridge, "_use_triton", lambda device: True)
+        monkeypatch.setattr(boundary, "_use_triton", lambda device: True)
     calls = []
     real = bridge.fused_logprob_entropy
     monkeypatch.setattr(bridge, "fused_logprob_entropy", lambda *a, **k: calls.append(k) or real(*a, **k))

@@ -14,11 +14,13 @@
   the number of sequences with at least one token), as the trainer's `_entropy_measure` says. Identical on every rank.
   The controller sees it in `update_controller(entropy)`.
 - Resume in the middle of a rollout batch: the checkpointed method state holds the partial entropy window; TRL's
-  micro-batch count and each process's part of an unfinished rollout batch are checkpointed by the base trainer for
-  every healtrl trainer (`EntropyGRPOTrainer._save_checkpoint`), so that the resumed run takes the same updates as an
+  micro-batch count and each process's part of an unfinished rollout batch are checkpointed for every healtrl
+  trainer (`TRLBoundary._save_checkpoint`, `_trl.py`), so that the resumed run takes the same updates as an
   uninterrupted one.
-- Reproducible random streams: a fresh `torch.Generator` per call, seeded from (seed, process, call counter); the
-  counter is part of the checkpointed method state, so a resumed run draws what an uninterrupted run would.
+- Reproducible random streams (`RandomStreamMixin`, apart from the entropy control: the `grpo` trainer's Clip-Cov
+  draws random tokens without following the entropy): a fresh `torch.Generator` per call, seeded from (seed, process,
+  call counter); the counter is part of the checkpointed method state, so a resumed run draws what an uninterrupted
+  run would.
 """
 
 from __future__ import annotations
@@ -78,9 +80,8 @@ class EntropyControlMixin:
     (and `_load_control_state` into `load_method_state`).
     """
 
-    def _init_control(self, update: str = "optimizer_step", measure: str = "token", track_entropy: bool = True) -> None:
-        """`track_entropy=False`: no controller of healtrl's follows the entropy (the random streams and the resume in
-        the middle of a rollout batch still work); no per-step all-reduce then."""
+    def _init_control(self, update: str = "optimizer_step", measure: str = "token") -> None:
+        """Start following the global entropy: `update` is the controller's cadence, `measure` how H_t averages."""
         if update not in CONTROLLER_UPDATES:
             raise ValueError(f"controller_update must be one of {', '.join(CONTROLLER_UPDATES)}; got {update!r}.")
         if measure not in ENTROPY_MEASURES:
@@ -89,9 +90,7 @@ class EntropyControlMixin:
         self._entropy_measure = measure
         self._step_entropy_stats: torch.Tensor | None = None  # this process, current optimizer step
         self._window_entropy: list[float] | None = None  # all processes, earlier optimizer steps of the rollout batch
-        self._rng_calls = 0
-        if track_entropy:
-            self.add_callback(_StepEndCallback(self))
+        self.add_callback(_StepEndCallback(self))
 
     # -- global entropy of a window ---------------------------------------------------------------------------------
     def _record_entropy(self, batch) -> None:
@@ -131,7 +130,23 @@ class EntropyControlMixin:
     def update_controller(self, entropy: float) -> None:
         """Update the controller from the global entropy of the window that just ended (see the module doc)."""
 
-    # -- reproducible randomness -------------------------------------------------------------------------------------
+    # -- checkpoint / resume -------------------------------------------------------------------------------------------
+    def _control_state(self) -> dict[str, Any]:
+        """The mixin's part of `method_state` (JSON): the partial entropy window."""
+        return {"window_entropy": self._window_entropy}
+
+    def _load_control_state(self, state: dict[str, Any]) -> None:
+        window = state.get("window_entropy")
+        self._window_entropy = None if window is None else [float(window[0]), float(window[1])]
+
+
+class RandomStreamMixin:
+    """Mixin for `EntropyGRPOTrainer` subclasses that draw random numbers in a lever (Rand-Pos-Clip, Clip-Cov): the
+    draws are reproducible under `args.seed`, per process, and across resumes. Put `_random_stream_state()` into
+    `method_state` and `_load_random_stream_state` into `load_method_state`."""
+
+    _rng_calls = 0
+
     def _next_generator(self) -> torch.Generator:
         """A generator for one random draw, reproducible under `args.seed` and across resumes."""
         gen = torch.Generator(device="cpu")
@@ -140,12 +155,9 @@ class EntropyControlMixin:
         self._rng_calls += 1
         return gen
 
-    # -- checkpoint / resume -------------------------------------------------------------------------------------------
-    def _control_state(self) -> dict[str, Any]:
-        """The mixin's part of `method_state` (JSON): the RNG counter and the partial entropy window."""
-        return {"rng_calls": self._rng_calls, "window_entropy": self._window_entropy}
+    def _random_stream_state(self) -> dict[str, Any]:
+        """The mixin's part of `method_state` (JSON): the call counter."""
+        return {"rng_calls": self._rng_calls}
 
-    def _load_control_state(self, state: dict[str, Any]) -> None:
+    def _load_random_stream_state(self, state: dict[str, Any]) -> None:
         self._rng_calls = int(state.get("rng_calls", 0))
-        window = state.get("window_entropy")
-        self._window_entropy = None if window is None else [float(window[0]), float(window[1])]

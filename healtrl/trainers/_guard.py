@@ -127,7 +127,7 @@ class DivergenceGuard(TrainerCallback):
     def trip(self, trainer, state, reason: str, *, entropy_criterion: bool, saving: bool = False) -> None:
         step = state.global_step
         trainer.log({"divergence/tripped": 1.0})  # flushes the step's metrics (divergence/*) into the log history
-        complete = [path for path in list_checkpoints(trainer._get_output_dir(trial=None)) if is_complete(path)]
+        complete = [path for path in list_checkpoints(trainer.run_output_dir()) if is_complete(path)]
         if complete:
             last = complete[-1]
             last_step = int(os.path.basename(last).rsplit("-", 1)[1])

@@ -2,10 +2,10 @@
 
 Where the pieces live:
 
-* `RolloutInspector.on_rollouts` runs at the end of the trainer's `_calculate_rewards` (after lever 3 filled its reward
-  columns), with the rollout batch's exact per-token entropies (`EntropyGRPOTrainer._rollout_entropy_pass`: the
-  generation logits, TRL's old-log-prob pass or one no-grad forward through the fused kernel, at the sampling
-  temperature). It
+* `RolloutInspector.on_rollouts` runs after the trainer scored the rollouts (the reward step of the TRL boundary,
+  `_trl.py`, after lever 3 filled its reward columns), with the rollout batch's exact per-token entropies
+  (`TRLBoundary._rollout_entropy_pass`: the generation logits, TRL's old-log-prob pass or one no-grad forward through
+  the fused kernel, at the sampling temperature). It
   - logs `entropy/high_share` (share of completion tokens with entropy above `inspect_high_entropy`, ln 2 nats by
     default) and `entropy/q10`, `entropy/q50`, `entropy/q90` (token-entropy quantiles of the gathered batch) through
     TRL's metric buffer, so every `report_to` backend gets them;
@@ -19,7 +19,8 @@ Where the pieces live:
     entropy of the batch), trackio (a `trackio.Table`, and a `trackio.Histogram` where the installed trackio has one),
     tensorboard (the summary PNG as an image, and a histogram).
 * `write_entropy_summary` renders `inspect_summary.png` for the model card from the first and the last view.
-* `log_completion_columns` is the only use of TRL's private internals here (marked below).
+* The entropy columns of TRL's `log_completions` table go through `trainer.log_completion_columns` (the TRL boundary,
+  `_trl.py`).
 """
 
 from __future__ import annotations
@@ -41,20 +42,6 @@ SUMMARY_IMAGE = "inspect_summary.png"
 ENTROPY_QUANTILES = (0.1, 0.5, 0.9)
 """Token-entropy quantiles logged as `entropy/q10`, `entropy/q50`, `entropy/q90`."""
 _STEP_RE = re.compile(r"step-(\d+)\.json$")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# TRL PRIVATE INTERNALS: the one function of this module that touches them (TRL 1.16, pinned by healtrl._compat).
-# ----------------------------------------------------------------------------------------------------------------
-def log_completion_columns(trainer, columns: dict[str, list]) -> None:
-    """Add columns (one value per local completion) to TRL's `log_completions` table.
-
-    TRL PRIVATE: `GRPOTrainer._log_completion_extra` is the function TRL hands reward functions as `log_extra`; TRL
-    gathers its values across processes after the rewards and adds them as columns of the completions table (parquet
-    under `output_dir/completions`, wandb, trackio).
-    """
-    for name, values in columns.items():
-        trainer._log_completion_extra(name, values)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -130,8 +117,7 @@ class RolloutInspector:
             trainer.log_metric(name, value)
         rows = _rows(local, local_mask)
         if self.log_completions:
-            log_completion_columns(
-                trainer,
+            trainer.log_completion_columns(
                 {
                     "entropy": [sum(r) / len(r) if r else float("nan") for r in rows],
                     "token_entropies": [[round(h, 4) for h in r] for r in rows],

@@ -11,16 +11,16 @@ The swap serves what the kernel computes exactly; everything else goes to TRL's 
 final-logit soft-capping (Gemma 2), a logit scale other than 1 (Cohere, Granite, ...), the extra TRL outputs
 `mean_logits` / `is_top1`, and DeepSpeed ZeRO-3 (whose partitioned head would have to be gathered again in the
 kernel's backward). `HealtrlLogProbFunction.fallbacks` counts those calls.
+
+The swap itself (`healtrl_lm_head`, which replaces TRL's private `_ChunkedLogProbFunction`) and the layout of the
+power sums (`scatter_power_sums`, which mirrors TRL's) are in the TRL boundary, `healtrl/trainers/_trl.py`.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 
 import torch
-import trl.trainer.utils as trl_utils
-from trl.kernels.chunked_logprob import _use_triton
 
 from ..kernels import fused_logprob_entropy
 
@@ -70,47 +70,3 @@ def _zero3_enabled() -> bool:
     from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
 
     return is_deepspeed_zero3_enabled()
-
-
-@contextlib.contextmanager
-def healtrl_lm_head(power_sums: bool = False):
-    """Within the block, TRL's fused LM head computes through healtrl's kernel; yields the function (its captures)."""
-    original = trl_utils._ChunkedLogProbFunction
-    if isinstance(original, HealtrlLogProbFunction):  # nested: reuse the active one
-        yield original
-        return
-    function = HealtrlLogProbFunction(original=original, power_sums=power_sums)
-    trl_utils._ChunkedLogProbFunction = function
-    try:
-        yield function
-    finally:
-        trl_utils._ChunkedLogProbFunction = original
-
-
-def scatter_power_sums(captured, input_ids, attention_mask, logits_to_keep, batch_size):
-    """Rebuild (B, logits_to_keep) tensors of the captured power sums, as TRL lays out its per-token outputs.
-
-    Mirrors TRL 1.16's `_get_per_token_logps_and_entropies` (labels: -100 on padding and prompt) and `_fused_forward`
-    (scored positions: all of them, flattened, off Triton devices; the valid ones only, compacted, on Triton devices).
-    """
-    sum_p2, sum_p2_logp = [], []
-    batch_size = batch_size or input_ids.size(0)
-    chunks = list(range(0, input_ids.size(0), batch_size))
-    if len(captured) != len(chunks):
-        raise RuntimeError(f"Expected {len(chunks)} LM-head calls, saw {len(captured)}.")
-    compact = _use_triton(input_ids.device)
-    for (p2, p2l), start in zip(captured, chunks):
-        ids = input_ids[start : start + batch_size]
-        attn = attention_mask[start : start + batch_size]
-        labels = ids.masked_fill(attn == 0, -100)
-        labels[:, :-logits_to_keep] = -100
-        mask = labels[:, 1:] != -100
-        if compact:
-            p2 = p2.new_zeros(mask.shape).masked_scatter(mask, p2)
-            p2l = p2l.new_zeros(mask.shape).masked_scatter(mask, p2l)
-        else:
-            p2 = p2.view(mask.shape).masked_fill(~mask, 0)
-            p2l = p2l.view(mask.shape).masked_fill(~mask, 0)
-        sum_p2.append(p2[:, -logits_to_keep:])
-        sum_p2_logp.append(p2l[:, -logits_to_keep:])
-    return torch.cat(sum_p2, dim=0), torch.cat(sum_p2_logp, dim=0)

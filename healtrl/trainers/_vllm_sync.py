@@ -25,8 +25,9 @@ What healtrl does instead, only when the vLLM platform (colocate) or the trainer
 Both replacements are guarded by the vLLM versions they were checked with (`CHECKED_VLLM`); on another version healtrl
 refuses to guess (set `vllm_cpu_weight_sync="off"` to run TRL's own code). GPU runs are never touched.
 
-Every use of TRL's internals here (`VLLMGeneration._iter_named_params`, the `mode`/`llm`/`vllm_client` attributes,
-`VLLMClient.base_url`/`session`) follows TRL 1.16's `trl/generation/vllm_generation.py` and `vllm_client.py`.
+Every use of TRL's internals here (the `mode`/`llm`/`vllm_client` attributes, `VLLMClient.base_url`/`session`, and,
+through the TRL boundary's `vllm_named_params`, the private `VLLMGeneration._iter_named_params`) follows TRL 1.16's
+`trl/generation/vllm_generation.py` and `vllm_client.py`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from __future__ import annotations
 import os
 import tempfile
 from typing import Any
+
+from ._trl import vllm_named_params
 
 #: vLLM releases (major.minor) the CPU weight sync was run with (benchmarks/vllm_cpu_check.py, tests/test_vllm.py).
 CHECKED_VLLM = ("0.32",)
@@ -173,13 +176,13 @@ def install(args) -> bool:
         if self.mode == "server" and getattr(getattr(self, "vllm_client", None), "healtrl_file_sync", False):
             return _sync_server_by_file(self)
         if self.mode == "server" and not self.accelerator.is_main_process and _main_uses_file_sync(self):
-            for _ in self._iter_named_params():  # take part in the gather collectives of the main process
+            for _ in vllm_named_params(self):  # take part in the gather collectives of the main process
                 pass
             return None
         if self.mode == "colocate" and not self.enable_sleep_mode and _engine_on_cpu():
             check_vllm_version()
             runner = self.llm.llm_engine.model_executor.driver_worker.model_runner
-            reload_into_runner(runner, self._iter_named_params())
+            reload_into_runner(runner, vllm_named_params(self))
             self.llm.reset_prefix_cache()
             return None
         return original_sync(self)
@@ -215,7 +218,7 @@ def _main_uses_file_sync(generation) -> bool:
 def _sync_server_by_file(generation) -> None:
     directory = _INSTALLED.get("sync_dir") or _default_sync_dir()
     os.makedirs(directory, exist_ok=True)
-    path = _write_weights(generation._iter_named_params(), directory)
+    path = _write_weights(vllm_named_params(generation), directory)
     loaded = _rpc(generation.vllm_client, LOAD_METHOD, os.path.abspath(path))
     if not loaded or any(int(n) <= 0 for n in loaded):
         raise RuntimeError(f"vLLM server at {generation.vllm_client.base_url} loaded no weights from {path}: {loaded}")

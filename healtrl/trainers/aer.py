@@ -8,8 +8,9 @@ Objective (aer.txt eq. 7): J_AER = J_GRPO + E_q[lambda_t(q) * H(pi_theta(. | q))
 - C3 (eq. 11): alpha_{t+1} = max(0, alpha_t + eta * sign(H* - H_t)), once per iteration t.
 
 Where the pieces live:
-- g(q) is computed once per generation batch from the gathered rewards (identical on every rank) and travels with the
-  batch as the column `aer_group_accuracy`, so that it is split, shuffled and buffered with the rest of the batch.
+- g(q) is computed once per generation batch from the gathered rewards (identical on every rank; the hook
+  `rollout_columns`) and travels with the batch as the column `aer_group_accuracy`, so that it is split, shuffled and
+  buffered with the rest of the batch.
 - The entropy term uses the per-token entropies of the loss forward (lever 2, `extra_loss`), with gradients: no
   second forward. It does not depend on `loss_type` (TRL's entropy bonus does not either).
 - Normalisation (`entropy_normalization`, `healtrl.functional.aer_entropy_term`):
@@ -37,7 +38,6 @@ Where the pieces live:
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, field
 
@@ -257,7 +257,6 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         self._init_control(self.args.controller_update, measure=self.args.entropy_normalization)
         self.alpha = float(self.args.alpha_init)
         self.initial_entropy: float | None = self.args.initial_entropy
-        self._last_rewards_per_func: torch.Tensor | None = None
 
     @property
     def target_entropy(self) -> float | None:
@@ -265,11 +264,6 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         return None if self.initial_entropy is None else self.args.tau * self.initial_entropy
 
     # -- C1: group accuracy from the gathered rewards --------------------------------------------------------------
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._last_rewards_per_func = rewards_per_func
-        return rewards_per_func
-
     def _group_accuracy(self, rewards_per_func: torch.Tensor, num_generations: int) -> torch.Tensor:
         """g(q) of aer.txt eq. 8 for every completion of the gathered batch (its prompt's value), shape (B_global,)."""
         if self.args.accuracy_reward is None:
@@ -279,16 +273,9 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         correct = (torch.nan_to_num(reward, nan=-math.inf) >= self.args.correct_threshold).float()
         return correct.view(-1, num_generations).mean(dim=1).repeat_interleave(num_generations)
 
-    def _generate_and_score_completions(self, inputs):
-        output = super()._generate_and_score_completions(inputs)
-        mode = self._mode
-        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
-        accuracy = self._group_accuracy(self._last_rewards_per_func, num_generations)
-        self._last_rewards_per_func = None
-        local = output["advantages"].size(0)
-        start = self.accelerator.process_index * local
-        output[GROUP_ACCURACY_KEY] = accuracy[start : start + local].to(output["advantages"].device)
-        if mode == "train":
+    def rollout_columns(self, rewards_per_func: torch.Tensor, num_generations: int) -> dict[str, torch.Tensor]:
+        accuracy = self._group_accuracy(rewards_per_func, num_generations)
+        if self._mode == "train":
             per_prompt = accuracy[::num_generations]
             coef = aer_coefficients(per_prompt, self.alpha, self.args.rho, self.args.eps)
             self.log_metric("aer/positive_coef_frac", (coef > 0).float().mean())
@@ -296,7 +283,7 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
             hard = aer_coefficients(per_prompt, 1.0, self.args.rho, self.args.eps) > 0
             self.log_metric("aer/hard_frac", hard.float().mean())
             self.log_metric("aer/mean_coef", coef.mean())
-        return output
+        return {GROUP_ACCURACY_KEY: accuracy}
 
     # -- eq. 7: the entropy term from the loss forward -------------------------------------------------------------
     def extra_loss(self, batch: LossBatch):
@@ -353,38 +340,27 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         rows = [dataset[i] for i in range(rank, len(dataset), world)]
         per_call = max(1, self.args.per_device_train_batch_size // self.num_generations)
         n_calls = math.ceil(math.ceil(len(dataset) / world) / per_call)
-        saved_metrics = copy.deepcopy(self._metrics)
         was_training = self.model.training
         self.model.train()  # generation settings of training (num_generations, temperature)
         total = torch.zeros(2, dtype=torch.float64, device=self.accelerator.device)
         try:
-            for c in range(n_calls):
-                chunk = rows[c * per_call : (c + 1) * per_call] or rows[:1]  # every rank takes part in the gathers
-                weight = 1.0 if rows[c * per_call : (c + 1) * per_call] else 0.0
-                batch = [row for row in chunk for _ in range(self.num_generations)]
-                out = EntropyGRPOTrainer._generate_and_score_completions(self, batch)
-                self._last_rewards_per_func = None
-                ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
-                attn = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
-                with self._lm_head():
-                    _, ent, _ = super()._get_per_token_logps_and_entropies(
-                        self.model,
-                        ids,
-                        attn,
-                        out["completion_ids"].size(1),
-                        batch_size=len(batch),
-                        compute_entropy=True,
-                    )
-                mask = out["completion_mask"].to(ent.dtype)
-                if self.args.entropy_normalization == "sequence":
-                    counted = (mask.sum(-1) > 0).to(ent.dtype)
-                    stats = torch.stack([(sequence_entropies(ent, mask) * counted).sum(), counted.sum()])
-                else:
-                    stats = torch.stack([(ent * mask).sum(), mask.sum()])
-                total += weight * stats.double()
+            with self.discarded_metrics():
+                for c in range(n_calls):
+                    chunk = rows[c * per_call : (c + 1) * per_call] or rows[:1]  # every rank takes part in gathers
+                    weight = 1.0 if rows[c * per_call : (c + 1) * per_call] else 0.0
+                    batch = [row for row in chunk for _ in range(self.num_generations)]
+                    out = self.generate_and_score(batch)
+                    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+                    attn = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+                    ent = self.policy_forward(ids, attn, out["completion_ids"].size(1), batch_size=len(batch)).entropies
+                    mask = out["completion_mask"].to(ent.dtype)
+                    if self.args.entropy_normalization == "sequence":
+                        counted = (mask.sum(-1) > 0).to(ent.dtype)
+                        stats = torch.stack([(sequence_entropies(ent, mask) * counted).sum(), counted.sum()])
+                    else:
+                        stats = torch.stack([(ent * mask).sum(), mask.sum()])
+                    total += weight * stats.double()
         finally:
-            self._metrics.clear()
-            self._metrics.update(saved_metrics)
             self.model.train(was_training)
         total = self.accelerator.reduce(total, reduction="sum") if world > 1 else total
         return float(total[0] / total[1].clamp(min=1.0))

@@ -10,11 +10,18 @@ the trainer reproduces TRL's loss, gradients and metrics exactly (`tests/test_pa
    gradients, added to TRL's loss. No second forward pass.
 3. `augment_rewards(rollouts)`: extra reward columns computed from the whole (gathered) rollout batch, before TRL
    turns rewards into advantages. Each column is logged by TRL as its own `rewards/<name>/mean`.
-4. `mix_datasets(train_dataset, args)` and TRL's `_get_train_sampler`: data mixing and selection.
+4. `mix_datasets(train_dataset, args)` and `train_sampler(dataset)`: data mixing and selection.
 
-TRL's `_compute_loss` is never copied: the levers hook into the two methods it calls in a fixed order
-(`_get_per_token_logps_and_entropies` first, then reads `inputs["advantages"]`), which `healtrl._compat` pins by
-refusing untested TRL releases.
+Beside the levers, the TRL boundary (`_trl.py`, which this class derives from) offers hooks for what a method computes
+around generation: `rollout_columns` (per-completion columns from the gathered rewards, e.g. AER's group accuracy),
+`finish_generation_batch` (the local batch after scoring, e.g. OPEFO's whole-batch statistics), `generate_rollouts`
+(wrapping the generation call) and `old_logps_pass_request` / `receive_old_logps_stats` (statistics of TRL's
+old-log-prob pass); and one policy forward, `policy_forward`, for any extra no-grad pass.
+
+TRL's `_compute_loss` is never copied: the levers hook into the two things it does in a fixed order (the policy
+forward, then reading `inputs["advantages"]`), which `healtrl._compat` pins by refusing untested TRL releases. Every
+override of TRL's private methods (and every read of its private state) is in `healtrl/trainers/_trl.py`, the TRL
+boundary this class derives from; this file holds the config, the levers' hooks, the model card and `train`.
 
 Drop-in for `trl.GRPOTrainer` (README, "TRL compatibility"; `tests/test_trl_compat.py`):
 
@@ -29,36 +36,39 @@ Drop-in for `trl.GRPOTrainer` (README, "TRL compatibility"; `tests/test_trl_comp
 - The overrides of TRL's methods read healtrl's fields through `_arg`, which falls back to the field's default, so a
   subclass or a test double whose `args` carries only TRL's fields takes TRL's path and meets TRL's errors.
 
-Why this module is long: the base trainer is where healtrl meets TRL's trainer: its config (every field with its
-paper default), the four levers, and the wiring that keeps them exact under accumulation, multiple processes,
-checkpoint/resume and vLLM; the methods stay short because this file is not. TRL's private API itself is
-behind `healtrl/trainers/_trl.py` (issue #15).
+Why this module is long: the base trainer is where healtrl's trainers share their configuration (every field with
+its help text and validation), the four levers, the model card and the crash-safe `train`; the methods stay short
+because this file is not. The wiring into TRL's private API is in `healtrl/trainers/_trl.py` (issue #15).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-from trl import GRPOConfig, GRPOTrainer
-from trl.models.utils import disable_gradient_checkpointing
-from trl.trainer.base_trainer import _BaseTrainer
-from trl.trainer.utils import get_config_model_id, pad
+from trl import GRPOConfig
+from trl.trainer.utils import get_config_model_id
 
-from .._compat import MissingExtraError, check_report_to, is_available, missing_extra, require
+from .._compat import MissingExtraError, is_available, missing_extra, require
 from ..model_card import CURVES_IMAGE, GRPO_PAPER
+from ._batches import LossBatch, RolloutBatch
 from ._inspect_hooks import RolloutInspector, write_entropy_summary
-from ._kernel_bridge import healtrl_lm_head, scatter_power_sums
+from ._trl import ROLLOUT_BUFFER_FILE, STATE_FILE, TRLBoundary
 
-STATE_FILE = "healtrl_state.json"
-ROLLOUT_BUFFER_FILE = "healtrl_rollout_buffer_rank{rank}.pt"
+__all__ = [
+    "ROLLOUT_BUFFER_FILE",
+    "STATE_FILE",
+    "EntropyGRPOConfig",
+    "EntropyGRPOTrainer",
+    "LossBatch",
+    "RolloutBatch",
+    "convert_config",
+    "default_run_name",
+]
 
 
 @dataclass
@@ -256,61 +266,6 @@ class EntropyGRPOConfig(GRPOConfig):
                 )
 
 
-@dataclass
-class LossBatch:
-    """What the policy forward of one training micro-batch produced, handed to levers 1 and 2.
-
-    All tensors are (B, T) over completion tokens. `per_token_logps` and `entropies` carry gradients (they are the ones
-    TRL's loss is built from); detach them for statistics. `mask` is 1 on tokens that enter the loss. `sum_p2` and
-    `sum_p2_logp` (sum_v p_v^2 and sum_v p_v^2 log p_v of each token's distribution, no gradient) are present when the
-    trainer's `needs_power_sums` is true.
-    """
-
-    per_token_logps: torch.Tensor
-    entropies: torch.Tensor
-    mask: torch.Tensor
-    advantages: torch.Tensor
-    inputs: dict[str, Any]
-    mode: str
-    sum_p2: torch.Tensor | None = None
-    sum_p2_logp: torch.Tensor | None = None
-
-    @property
-    def old_per_token_logps(self) -> torch.Tensor:
-        """Log-probs of the policy that sampled the batch (equal to the current ones, detached, when on-policy)."""
-        old = self.inputs.get("old_per_token_logps")
-        return self.per_token_logps.detach() if old is None else old
-
-
-@dataclass
-class RolloutBatch:
-    """The whole generation batch of one step, gathered across processes (identical on every rank), for lever 3.
-
-    `rewards_per_func` is (B, n_reward_funcs) with the augmentation columns still NaN. `entropies` and `entropy_mask`
-    are (B, T) right-padded per-token entropies of each completion, present when `rollout_entropy` is on.
-    `inputs` holds the dataset rows (with their extra columns, e.g. `domain`), one per completion.
-    """
-
-    prompts: list
-    completions: list
-    completion_ids: list[list[int]]
-    inputs: list[dict[str, Any]]
-    rewards_per_func: torch.Tensor
-    reward_func_names: list[str]
-    num_generations: int
-    entropies: torch.Tensor | None = None
-    entropy_mask: torch.Tensor | None = None
-
-    def column(self, key: str) -> list:
-        """One dataset column over the batch; a clear error when the dataset has no such column."""
-        if self.inputs and key not in self.inputs[0]:
-            raise KeyError(
-                f"The rollout batch has no column '{key}'. Columns found: {sorted(self.inputs[0])}. Add '{key}' to "
-                "the training dataset."
-            )
-        return [row[key] for row in self.inputs]
-
-
 def _augmentation_placeholder(name: str):
     """A reward function slot for an augmentation column: TRL calls it, it abstains, the trainer fills the column."""
 
@@ -349,19 +304,7 @@ def convert_config(args: GRPOConfig, config_class: type) -> GRPOConfig:
     return config_class(**values)
 
 
-class _ExtrasAfterTRLChecks(_BaseTrainer):
-    """Runs between TRL's `GRPOTrainer.__init__` and transformers' `Trainer.__init__` (it follows `GRPOTrainer` in the
-    MRO of `EntropyGRPOTrainer`): TRL has validated the model, PEFT and reward setup by then, and transformers is about
-    to build the `report_to` callbacks, which would fail on a missing backend with its own message."""
-
-    def __init__(self, *args, **kwargs):
-        training_args = kwargs.get("args")
-        if training_args is not None:
-            check_report_to(training_args.report_to)
-        super().__init__(*args, **kwargs)
-
-
-class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
+class EntropyGRPOTrainer(TRLBoundary):
     """TRL's `GRPOTrainer` with the four levers of healtrl as overridable hooks (no-ops here).
 
     Constructor: the same as `trl.GRPOTrainer`. `args` is an instance of `config_class`; `None` builds one named
@@ -433,12 +376,8 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
     # Set by `__init__`; class-level defaults keep TRL's paths working on an instance built without it (a test double).
     _augmentation_names: tuple[str, ...] | list[str] = ()
     _entropy_flow = None
-    _loss_ctx: dict[str, Any] | None = None
-    _rollout_ids: tuple[list, list] | None = None
-    _rollout_entropies: torch.Tensor | None = None
-    _capture_rollout_entropy = False
-    _warned_generation_entropy = False
     _inspect = None
+    _open_step_sums: dict[str, torch.Tensor] = {}
 
     def __init__(self, model, reward_funcs=None, args: EntropyGRPOConfig | None = None, train_dataset=None, **kwargs):
         args = self._resolve_args(model, args)
@@ -498,6 +437,7 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
             self._guard = DivergenceGuard(self, self.args.divergence_entropy_fraction)
             self.add_callback(self._guard)
         self._inspect = RolloutInspector.from_trainer(self)  # entropy views and metrics (_inspect_hooks.py)
+        self._open_step_sums = {}  # `step_sums`: this process's sums of the open optimizer step, by key
 
     # ------------------------------------------------------------------------------------------------------------
     # Config: built, converted or checked once at construction; read through `_arg`
@@ -515,7 +455,7 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
         """
         config_class = self.config_class
         if args is None:
-            return config_class(default_run_name(model, self._name.replace(" ", "-")))
+            return config_class(default_run_name(model, self.card_name.replace(" ", "-")))
         if isinstance(args, config_class):
             return args
         if isinstance(args, GRPOConfig) and issubclass(config_class, type(args)):
@@ -617,258 +557,27 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
     # ------------------------------------------------------------------------------------------------------------
     # Helpers for method trainers
     # ------------------------------------------------------------------------------------------------------------
-    @property
-    def _mode(self) -> str:
-        return "train" if self.model.training else "eval"
+    def step_sums(self, key: str, local: torch.Tensor) -> torch.Tensor | None:
+        """Statistics of a whole optimizer step, for the diagnostics and levers that log them at its last micro-batch.
 
-    def log_metric(self, name: str, value: float | torch.Tensor) -> None:
-        """Log a scalar through TRL's metric buffer (averaged per logging step, sent to every `report_to` backend)."""
-        if isinstance(value, torch.Tensor):
-            value = value.item()
-        self._metrics[self._mode][name].append(float(value))
+        Adds `local` (this training micro-batch's sums on this process) to the open step's sums under `key`; on the
+        step's last micro-batch (accelerate's `sync_gradients`) returns the sums over the step's micro-batches and all
+        processes (identical on every rank) and closes the step, else None. Every process calls it with the same keys.
+        (The entropy controllers, whose update follows the optimizer step, use `_control.EntropyControlMixin`.)
+        """
+        total = self._open_step_sums.get(key)
+        total = local if total is None else total + local
+        if not self.accelerator.sync_gradients:
+            self._open_step_sums[key] = total
+            return None
+        self._open_step_sums.pop(key, None)
+        return self.accelerator.reduce(total.to(self.accelerator.device), reduction="sum")
 
     def global_masked_mean(self, values: torch.Tensor, mask: torch.Tensor) -> float:
         """Token-weighted mean of `values` over `mask`, reduced across all processes."""
         local = torch.stack([(values.detach() * mask).sum(), mask.sum().to(values.dtype)]).float()
         total = self.accelerator.reduce(local, reduction="sum")
         return (total[0] / total[1].clamp(min=1.0)).item()
-
-    # ------------------------------------------------------------------------------------------------------------
-    # Wiring into TRL
-    # ------------------------------------------------------------------------------------------------------------
-    def _compute_loss(self, model, inputs):
-        # TRL reads `inputs["advantages"]` after its policy forward; a shallow copy lets lever 1 replace them there
-        # without touching the buffered generation batch (reused across `num_iterations`).
-        inputs = dict(inputs)
-        self._loss_ctx = {"inputs": inputs, "batch": None}
-        try:
-            loss = super()._compute_loss(model, inputs)
-            batch = self._loss_ctx["batch"]
-        finally:
-            self._loss_ctx = None
-        extra = self.extra_loss(batch) if batch is not None else None
-        if extra is not None:
-            normalizer = self.current_gradient_accumulation_steps if batch.mode == "train" else 1.0
-            loss = loss + extra / normalizer
-        if self._guard is not None and self._mode == "train":
-            self._guard.record(batch, loss)
-        return loss
-
-    def _lm_head(self, power_sums: bool = False):
-        """Context in which TRL's fused LM head computes with the kernel chosen by `logprob_kernel`."""
-        if self._arg("logprob_kernel") == "trl":
-            if power_sums:
-                raise ValueError(
-                    f"{type(self).__name__} needs the power sums sum_v p^2 and sum_v p^2 log p, which only healtrl's "
-                    "kernel computes. Set `logprob_kernel: healtrl`."
-                )
-            return contextlib.nullcontext(None)
-        return healtrl_lm_head(power_sums=power_sums)
-
-    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
-        ctx = self._loss_ctx
-        if ctx is not None and ctx["batch"] is None:
-            # The policy forward of the training loss: the only model call inside `_compute_loss`.
-            flow = self._entropy_flow
-            power_sums = self.needs_power_sums or (flow is not None and flow.estimator == "exact")
-            with self._lm_head(power_sums) as head:
-                logps, entropies, aux = super()._get_per_token_logps_and_entropies(
-                    model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
-                )
-            sum_p2 = sum_p2_logp = None
-            if power_sums:
-                sum_p2, sum_p2_logp = scatter_power_sums(
-                    head.captured, input_ids, attention_mask, logits_to_keep, kwargs.get("batch_size")
-                )
-            inputs = ctx["inputs"]
-            mask = inputs["completion_mask"]
-            if "tool_mask" in inputs:
-                mask = mask * inputs["tool_mask"]
-            batch = LossBatch(
-                per_token_logps=logps,
-                entropies=entropies,
-                mask=mask,
-                advantages=inputs["advantages"],
-                inputs=inputs,
-                mode=self._mode,
-                sum_p2=sum_p2,
-                sum_p2_logp=sum_p2_logp,
-            )
-            ctx["batch"] = batch
-            if flow is not None:
-                flow.update(self, batch)
-            shaped = self.shape_advantages(inputs["advantages"], batch)
-            if shaped is not None:
-                inputs["advantages"] = shaped
-            return logps, entropies, aux
-        if self._capture_rollout_entropy and model is self.model:
-            # TRL's old-log-prob pass over the fresh rollouts: take the entropies from the same forward.
-            self._capture_rollout_entropy = False
-            kwargs["compute_entropy"] = True
-            with self._lm_head():
-                logps, entropies, aux = super()._get_per_token_logps_and_entropies(
-                    model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
-                )
-            self._rollout_entropies = entropies
-            return logps, entropies, aux
-        with self._lm_head():
-            return super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
-            )
-
-    def _trl_computes_old_logps(self) -> bool:
-        # Mirrors the condition in TRL 1.16's `_generate_and_score_completions` under which it runs a no-grad policy
-        # forward over the rollouts (old log-probs); `tests/test_levers.py` checks the entropies match either way.
-        generate_every = self.args.steps_per_generation * self.num_iterations
-        return self.args.gradient_accumulation_steps % generate_every != 0 or (
-            self.use_vllm and self.vllm_importance_sampling_correction
-        )
-
-    def _entropies_from_generation(self) -> bool:
-        # transformers' plain `generate`, one turn per rollout: each decoding step calls the LM head once. A
-        # `rollout_func` generates elsewhere (checked first: nothing else is read then, so TRL's own checks of its
-        # output run as in TRL); TRL's old-log-prob pass, when it runs, gives the entropies without any hook.
-        return (
-            getattr(self, "rollout_func", None) is None
-            and self._arg("rollout_entropy_source") == "auto"
-            and not getattr(self, "use_vllm", False)
-            and not getattr(self, "use_transformers_paged", False)
-            and not getattr(self, "use_transformers_continuous_batching", False)
-            and not getattr(self, "tools", None)
-            and not getattr(self, "_is_vlm", False)
-            and not self._trl_computes_old_logps()
-        )
-
-    def _generate(self, prompts: list):
-        if not self._computes_rollout_entropies():
-            return super()._generate(prompts)
-        steps: list[torch.Tensor] | None = None
-        if self._entropies_from_generation():
-            steps = []
-            head = self.accelerator.unwrap_model(self.model).get_output_embeddings()
-            temperature = self.temperature
-
-            def record(module, args, output):
-                logits = (output[0] if isinstance(output, tuple) else output)[:, -1, :].float() / temperature
-                logp = torch.log_softmax(logits, dim=-1)
-                steps.append(-(logp.exp() * logp).sum(dim=-1))
-
-            handle = head.register_forward_hook(record)
-            try:
-                outputs = super()._generate(prompts)
-            finally:
-                handle.remove()
-        else:
-            outputs = super()._generate(prompts)
-        self._rollout_ids = (outputs[0], outputs[1])
-        self._rollout_entropies = None
-        self._capture_rollout_entropy = self._trl_computes_old_logps()
-        if steps is not None:
-            completion_ids = outputs[1]
-            longest = max((len(c) for c in completion_ids), default=0)
-            if steps and len(steps) >= longest and all(s.size(0) == len(completion_ids) for s in steps):
-                # Step t's logits give the distribution of completion token t (prefill = the first token).
-                self._rollout_entropies = torch.stack(steps[:longest], dim=1) if longest else None
-            elif not self._warned_generation_entropy:
-                self._warned_generation_entropy = True
-                warnings.warn(
-                    f"The LM head was called {len(steps)} times while generating completions of up to {longest} "
-                    "tokens, so rollout entropies cannot be read off the generation logits; computing them with a "
-                    "no-grad forward instead (set rollout_entropy_source: forward to skip this attempt).",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-        return outputs
-
-    def _pad_ids(self, ids_list: list[list[int]], side: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token ids and their mask, padded as TRL pads prompts (left) and completions (right)."""
-        kwargs = dict(padding_side=side, pad_to_multiple_of=self.pad_to_multiple_of)
-        ids = pad([torch.tensor(x) for x in ids_list], padding_value=self._tokenizer.pad_token_id, **kwargs)
-        mask = pad([torch.ones(len(x), dtype=torch.long) for x in ids_list], padding_value=0, **kwargs)
-        return ids.to(self.accelerator.device), mask.to(self.accelerator.device)
-
-    def _rollout_entropy_pass(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-token entropies (B_local, T) of the last rollouts and their completion mask."""
-        prompt_ids_list, completion_ids_list = self._rollout_ids
-        completion_ids, completion_mask = self._pad_ids(completion_ids_list, "right")
-        entropies = self._rollout_entropies
-        if entropies is None:
-            prompt_ids, prompt_mask = self._pad_ids(prompt_ids_list, "left")
-            batch_size = (
-                self.args.per_device_train_batch_size if self._mode == "train" else self.args.per_device_eval_batch_size
-            )
-            with (
-                torch.no_grad(),
-                disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
-                self._lm_head(),
-            ):
-                _, entropies, _ = super()._get_per_token_logps_and_entropies(
-                    self.model,
-                    torch.cat([prompt_ids, completion_ids], dim=1),
-                    torch.cat([prompt_mask, completion_mask], dim=1),
-                    completion_ids.size(1),
-                    batch_size=batch_size,
-                    compute_entropy=True,
-                )
-        self._rollout_entropies = None
-        entropies = entropies.float().to(completion_mask.device)
-        width = completion_mask.size(1)
-        if entropies.size(1) < width:  # generation-time entropies stop at the longest completion, before padding
-            entropies = torch.nn.functional.pad(entropies, (0, width - entropies.size(1)))
-        return entropies[:, :width], completion_mask
-
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        self._step_entropies = None
-        rewards_per_func = self._augmented_rewards(inputs, prompts, completions, completion_ids_list)
-        if self._inspect is not None and self._step_entropies is not None:
-            self._inspect.on_rollouts(self, prompts, completion_ids_list, rewards_per_func, self._step_entropies)
-        return rewards_per_func
-
-    def _augmented_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        if not (self._augmentation_names or self._computes_rollout_entropies()):
-            return rewards_per_func
-
-        entropies = entropy_mask = None
-        if self._computes_rollout_entropies():
-            if self._rollout_ids is None:
-                raise RuntimeError("Rollout entropies were requested but no rollouts were recorded by `_generate`.")
-            local_entropies, local_mask = self._rollout_entropy_pass()
-            local_entropies = local_entropies * local_mask
-            entropies = self.accelerator.gather(self.accelerator.pad_across_processes(local_entropies, dim=1))
-            entropy_mask = self.accelerator.gather(self.accelerator.pad_across_processes(local_mask, dim=1))
-            self.log_metric("rollout/entropy", (entropies * entropy_mask).sum() / entropy_mask.sum().clamp(min=1))
-            self._step_entropies = (local_entropies, local_mask, entropies, entropy_mask)
-        if not self._augmentation_names:
-            return rewards_per_func  # `rollout_entropy` alone: the entropies are logged as `rollout/entropy`
-
-        from accelerate.utils import gather_object
-
-        rollouts = RolloutBatch(
-            prompts=gather_object(list(prompts)),
-            completions=gather_object(list(completions)),
-            completion_ids=gather_object([list(ids) for ids in completion_ids_list]),
-            inputs=gather_object(list(inputs)),
-            rewards_per_func=rewards_per_func,
-            reward_func_names=list(self.reward_func_names),
-            num_generations=self.num_generations if self._mode == "train" else self.num_generations_eval,
-            entropies=entropies if self.needs_rollout_entropies else None,
-            entropy_mask=entropy_mask if self.needs_rollout_entropies else None,
-        )
-        augmented = self.augment_rewards(rollouts)
-        missing = set(self._augmentation_names) - set(augmented)
-        if missing:
-            raise RuntimeError(f"{type(self).__name__}.augment_rewards returned no values for {sorted(missing)}.")
-        rewards_per_func = rewards_per_func.clone()
-        for name in self._augmentation_names:
-            values = torch.as_tensor(augmented[name], dtype=torch.float32, device=rewards_per_func.device)
-            if values.shape != (rewards_per_func.size(0),):
-                raise RuntimeError(
-                    f"augment_rewards['{name}'] has shape {tuple(values.shape)}; expected "
-                    f"({rewards_per_func.size(0)},), one value per completion of the gathered batch."
-                )
-            rewards_per_func[:, self.reward_func_names.index(name)] = values
-        return rewards_per_func
 
     # ------------------------------------------------------------------------------------------------------------
     # Model card
@@ -882,12 +591,12 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
             the entry of `_card_variants` that the config field `_card_variant_field` selects.
         """
         info = {
-            "name": self._name,
-            "paper": self._paper,
+            "name": self.card_name,
+            "paper": self.card_paper,
             "description": self._card_description,
             "fields": list(self._card_method_fields),
             "summary_keys": list(self._card_summary_keys),
-            "tags": list(self._tag_names),
+            "tags": self.card_tags,
         }
         field_name = self._card_variant_field
         if field_name is not None:
@@ -909,7 +618,7 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
             info.update(variant)
             if hasattr(self.args, field_name):
                 info["fields"] = [field_name, *variant.get("fields", [])]
-            info["tags"] = list(dict.fromkeys([*self._tag_names, *variant.get("tags", [])]))
+            info["tags"] = list(dict.fromkeys([*self.card_tags, *variant.get("tags", [])]))
         return info
 
     def model_card_fields(self) -> list[str]:
@@ -1048,36 +757,6 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
     # ------------------------------------------------------------------------------------------------------------
     # Checkpoints: method state, resume in the middle of a rollout batch, completion marker (healtrl.checkpoints)
     # ------------------------------------------------------------------------------------------------------------
-    # TRL keeps the rollout batch in `_buffered_inputs` and counts micro-batches in `_step`, neither of which it
-    # checkpoints, so a run resumed in the middle of a rollout batch would generate a new batch at once and restart the
-    # count. The marker records the count and the batch layout; when a checkpoint falls inside a rollout batch every
-    # process also saves its part of the batch (`healtrl_rollout_buffer_rank{r}.pt`), so that the resumed run takes
-    # the same updates as an uninterrupted one.
-    @property
-    def _generate_every(self) -> int:
-        """Micro-batches per rollout batch (TRL generates once every this many `training_step`s)."""
-        return self.args.steps_per_generation * self.num_iterations
-
-    def _at_rollout_boundary(self) -> bool:
-        """Whether the micro-batches done so far (TRL's `_step`) end a rollout batch."""
-        return self._step % self._generate_every == 0
-
-    def _rollout_position(self) -> dict[str, Any]:
-        return {
-            "micro_steps": int(self._step),
-            "micro_steps_per_rollout_batch": self._generate_every,
-            "mid_rollout": not self._at_rollout_boundary() and self._buffered_inputs is not None,
-        }
-
-    def _mid_rollout_state(self) -> dict[str, Any]:
-        """What this process holds of an unfinished rollout batch, beyond the JSON state (torch-saved per rank)."""
-        return {"buffered_inputs": self._buffered_inputs}
-
-    def _load_mid_rollout_state(self, state: dict[str, Any]) -> None:
-        self._buffered_inputs = state["buffered_inputs"]
-
-    def _rollout_buffer_path(self, checkpoint: str) -> str:
-        return os.path.join(checkpoint, ROLLOUT_BUFFER_FILE.format(rank=self.accelerator.process_index))
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, ignore_keys_for_eval=None, **kwargs):
         """`transformers.Trainer.train`, with crash-safe resume (`healtrl.checkpoints`).
@@ -1102,99 +781,3 @@ class EntropyGRPOTrainer(GRPOTrainer, _ExtrasAfterTRLChecks):
         return super().train(
             resume_from_checkpoint=checkpoint, trial=trial, ignore_keys_for_eval=ignore_keys_for_eval, **kwargs
         )
-
-    def _save_checkpoint(self, model, trial):
-        from transformers.trainer import rotate_checkpoints
-
-        from ..checkpoints import MARKER_FILE, _fsync_dir, checkpoint_info, torch_save_atomic, write_json_atomic
-
-        run_dir = self._get_output_dir(trial=trial)
-        output_dir = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
-        marker = os.path.join(output_dir, MARKER_FILE)
-        if self._guard is not None:
-            self._guard.check_weights(self)  # never write a checkpoint of a model with NaN/inf weights
-        if self.args.should_save and os.path.exists(marker):
-            os.remove(marker)  # a folder of an earlier attempt at this step: incomplete until this save ends
-        # transformers deletes old checkpoints (`save_total_limit`) at the end of its save: only once this one is
-        # complete here, so that a run killed while saving keeps its last complete checkpoints.
-        limit = self.args.save_total_limit
-        self.args.save_total_limit = None
-        try:
-            super()._save_checkpoint(model, trial)
-        finally:
-            self.args.save_total_limit = limit
-        state = self.method_state()
-        if state and self.args.should_save:
-            write_json_atomic(os.path.join(output_dir, STATE_FILE), state)
-        rollout = self._rollout_position()
-        if rollout["mid_rollout"]:
-            os.makedirs(output_dir, exist_ok=True)
-            torch_save_atomic(self._mid_rollout_state(), self._rollout_buffer_path(output_dir))
-        self.accelerator.wait_for_everyone()  # every process's files are written
-        if self.args.should_save:
-            _fsync_dir(output_dir)
-            extra = {"guard": self._guard.state()} if self._guard is not None else {}
-            write_json_atomic(marker, checkpoint_info(self, {**rollout, **extra}))
-            _fsync_dir(output_dir)
-            rotate_checkpoints(
-                output_dir=run_dir,
-                save_total_limit=limit,
-                best_model_checkpoint=self.state.best_model_checkpoint,
-                use_mtime=True,
-            )
-
-    def _load_optimizer_and_scheduler(self, checkpoint):
-        super()._load_optimizer_and_scheduler(checkpoint)
-        if checkpoint is None:
-            return
-        from ..checkpoints import is_complete, read_marker
-
-        path = os.path.join(checkpoint, STATE_FILE)
-        if os.path.exists(path):
-            with open(path) as f:
-                self.load_method_state(json.load(f))
-        elif self.method_state():
-            raise FileNotFoundError(
-                f"Resuming {type(self).__name__} from {checkpoint}, which has no {STATE_FILE}: the method's state "
-                "(coefficients, schedules) cannot be restored. Resume from a checkpoint this trainer wrote."
-            )
-        if is_complete(checkpoint):
-            self._restore_rollout_position(read_marker(checkpoint), checkpoint)
-
-    def _restore_rollout_position(self, info: dict[str, Any], checkpoint: str) -> None:
-        if self._guard is not None and info.get("guard"):
-            self._guard.load_state(info["guard"])
-        micro_steps = int(info.get("micro_steps", 0))
-        saved_every = int(info.get("micro_steps_per_rollout_batch", self._generate_every))
-        if not info.get("mid_rollout"):  # saved at a rollout-batch boundary: the next step generates
-            self._step = micro_steps if micro_steps % self._generate_every == 0 else 0
-            return
-        if saved_every != self._generate_every:
-            raise ValueError(
-                f"The checkpoint was written in the middle of a rollout batch of {saved_every} micro-batches, but this "
-                f"run's rollout batches have {self._generate_every} (steps_per_generation * num_iterations). Resume "
-                "with the checkpoint's steps_per_generation and num_iterations."
-            )
-        path = self._rollout_buffer_path(checkpoint)
-        if not os.path.exists(path):
-            raise FileNotFoundError(
-                f"{checkpoint} was saved in the middle of a rollout batch, but {os.path.basename(path)} (this "
-                "process's part of that batch) is missing: the run cannot continue the batch. Resume with as many "
-                "processes as wrote the checkpoint, or from a checkpoint at a rollout-batch boundary."
-            )
-        self._step = micro_steps  # TRL's counter: where in the rollout batch the run stands
-        # Onto the CPU first: tensors saved by a CPU process of a gloo group carry the location tag "cpu:0", which
-        # torch.load cannot map to a device by itself; then onto this process's device.
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        device = self.accelerator.device
-
-        def to_device(value):
-            if isinstance(value, torch.Tensor):
-                return value.to(device)
-            if isinstance(value, dict):
-                return {key: to_device(item) for key, item in value.items()}
-            if isinstance(value, (list, tuple)):
-                return type(value)(to_device(item) for item in value)
-            return value
-
-        self._load_mid_rollout_state(to_device(state))

@@ -34,7 +34,8 @@ micro-batches (TRL's own window, which then spans the rollout batch), so the coe
 `optimizer_step` is TRL's behaviour. How: TRL updates when `accelerator.sync_gradients` is true; during the loss
 computation of the last micro-batch of an optimizer step that does not end a rollout batch, after the policy forward,
 this trainer reports `sync_gradients` false to TRL's loss code (and restores it before the backward pass, which is
-where accelerate reads it), and logs `entropy_coef` itself for that step. TRL's code is not copied. With
+where accelerate reads it), and logs `entropy_coef` itself for that step (`defer_trl_entropy`, implemented in the TRL
+boundary `_trl.py`). TRL's code is not copied. With
 `optimizer_step`, or with one optimizer step per rollout batch (`steps_per_generation * num_iterations ==
 gradient_accumulation_steps`, TRL's default), the two are the same.
 """
@@ -47,8 +48,10 @@ from dataclasses import dataclass, field
 import torch
 
 from ..functional.cov import KL_COV_K_ROUNDINGS, clip_cov_select, entropy_advantage, kl_cov_select, token_covariance
-from ._control import CONTROLLER_UPDATES, EntropyControlMixin, check_controller_update
+from ..model_card import GRPO_PAPER
+from ._control import CONTROLLER_UPDATES, RandomStreamMixin, check_controller_update
 from ._mixing import combine_domains, load_general_dataset
+from ._trl import aggregate_like_policy_loss
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
 
 ENTROPY_METHODS = ("none", "clip_cov", "kl_cov", "entropy_adv")
@@ -196,7 +199,7 @@ class GRPOBaselineConfig(EntropyGRPOConfig):
         check_controller_update(self, active=bool(self.use_adaptive_entropy))
 
 
-class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
+class GRPOBaselineTrainer(RandomStreamMixin, EntropyGRPOTrainer):
     """The `grpo` trainer: TRL's GRPO, optionally with Clip-Cov, KL-Cov or Entropy-Adv (`entropy_method`).
 
     Logged: `cov/selected_tokens` (Clip-Cov, KL-Cov), `cov/kl_penalty` (KL-Cov), `entropy_adv/bonus` (mean bonus).
@@ -204,7 +207,7 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
 
     config_class = GRPOBaselineConfig
     _name = "GRPO"
-    _paper = EntropyGRPOTrainer._paper
+    _paper = GRPO_PAPER
     # The method of the card follows `entropy_method`. Papers as cited in aer.txt / heal.txt's references: Cui et al.
     # 2025b (arXiv:2505.22617) and Cheng et al. 2025 (arXiv:2506.14758).
     _cov_paper = {
@@ -275,14 +278,12 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         # A plain EntropyGRPOConfig or GRPOConfig is converted by the base trainer (entropy_method: none).
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
         self.entropy_method = getattr(self.args, "entropy_method", "none")
-        # No healtrl controller follows the entropy here (TRL's adaptive coefficient has its own window); the mixin
-        # gives the random streams and the resume in the middle of a rollout batch.
-        self._init_control(track_entropy=False)
+        # No healtrl controller follows the entropy here (TRL's adaptive coefficient has its own window): only the
+        # random streams of Clip-Cov (`RandomStreamMixin`).
         # A plain EntropyGRPOConfig (entropy_method none) has no controller_update: TRL's per-step behaviour.
-        self._defer_trl_entropy = bool(self.use_adaptive_entropy) and (
+        self.defer_trl_entropy = bool(self.use_adaptive_entropy) and (
             getattr(self.args, "controller_update", "optimizer_step") == "rollout_batch"
         )
-        self._deferring = False
         self._kl_cov_selected: torch.Tensor | None = None
         if self.entropy_method == "kl_cov" and not self._trl_computes_old_logps():
             warnings.warn(
@@ -307,50 +308,6 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
             )
         # One pool, shuffled by TRL's sampler: HEAL's `mixing: shuffle` without the EDA reward.
         return combine_domains(train_dataset, general, "domain", "target", "general")
-
-    # -- TRL's adaptive entropy coefficient, once per rollout batch (module docstring) ----------------------------------
-    def _compute_loss(self, model, inputs):
-        self._deferring = (
-            self._defer_trl_entropy
-            and self.model.training
-            and self.accelerator.sync_gradients
-            and (self._step + 1) % self._generate_every != 0  # this micro-batch does not end the rollout batch
-        )
-        if not self._deferring:
-            return super()._compute_loss(model, inputs)
-        state = self.accelerator.gradient_state
-        try:
-            loss = super()._compute_loss(model, inputs)
-        finally:
-            self._deferring = False
-            state._set_sync_gradients(True)
-        # TRL logs the coefficient at the end of every optimizer step; it skipped this one.
-        self._metrics["train"]["entropy_coef"].append(self.entropy_coef)
-        return loss
-
-    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
-        out = super()._get_per_token_logps_and_entropies(
-            model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
-        )
-        if self._deferring and self._loss_ctx is not None and self._loss_ctx["batch"] is not None:
-            # The policy forward of the loss has run (and with it every healtrl lever and diagnostic, which see the
-            # true sync state); from here to the end of TRL's loss code, only TRL's adaptive entropy update and its
-            # `entropy_coef` log read `sync_gradients`: hold them until the rollout batch ends.
-            self.accelerator.gradient_state._set_sync_gradients(False)
-        return out
-
-    def _mid_rollout_state(self):
-        state = super()._mid_rollout_state()
-        if self._defer_trl_entropy:
-            # TRL's entropy window of this process, open since the rollout batch began (TRL checkpoints only the
-            # coefficient and the last window's entropy).
-            state["trl_entropy_window"] = self._entropy_window_stats
-        return state
-
-    def _load_mid_rollout_state(self, state):
-        super()._load_mid_rollout_state(state)
-        if self._defer_trl_entropy:
-            self._entropy_window_stats = state.get("trl_entropy_window")
 
     def _global_cov(self, batch: LossBatch, adv: torch.Tensor) -> torch.Tensor:
         mask = batch.mask.to(torch.float32)
@@ -396,36 +353,18 @@ class GRPOBaselineTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         self.log_metric("cov/selected_tokens", self._kl_cov_selected.sum())
         return None
 
-    def _aggregate_like_policy_loss(self, per_token: torch.Tensor, mask: torch.Tensor, batch: LossBatch):
-        """Aggregate a per-token term with the normaliser TRL 1.16 applies to its policy loss for `loss_type`, before
-        the division by the gradient-accumulation steps (which the base trainer applies to `extra_loss`)."""
-        mask = mask.to(per_token.dtype)
-        loss_type = self.loss_type
-        if loss_type in ("grpo", "sapo"):
-            return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
-        if loss_type == "bnpo":
-            return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
-        if loss_type == "dr_grpo":
-            return (per_token * mask).sum() / (per_token.size(0) * self.max_completion_length)
-        if loss_type in ("cispo", "dapo", "vespo"):
-            normalizer = batch.inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
-            if batch.mode == "train":
-                normalizer = normalizer / self.args.steps_per_generation
-            return (per_token * mask).sum() / normalizer
-        return (per_token * mask).sum(-1).mean()  # luspo
-
     def extra_loss(self, batch: LossBatch):
         if self.entropy_method != "kl_cov" or batch.mode != "train" or self._kl_cov_selected is None:
             return None
         selected, self._kl_cov_selected = self._kl_cov_selected, None
         # Cui et al. 2025, KL-Cov: + beta * |logp - logp_old| on the selected tokens.
         penalty = self.args.kl_cov_coef * (batch.per_token_logps - batch.old_per_token_logps).abs()
-        term = self._aggregate_like_policy_loss(penalty * selected, batch.mask, batch)
+        term = aggregate_like_policy_loss(self, penalty * selected, batch.mask, batch)
         self.log_metric("cov/kl_penalty", term.detach())
         return term
 
     def method_state(self):
-        return self._control_state()
+        return self._random_stream_state()
 
     def load_method_state(self, state):
-        self._load_control_state(state)
+        self._load_random_stream_state(state)

@@ -284,9 +284,9 @@ class HEALTrainer(EntropyGRPOTrainer):
         general = [i for i, d in enumerate(domains) if d == self.args.general_domain]
         return target, general
 
-    def _get_train_sampler(self, dataset=None):
+    def train_sampler(self, dataset=None):
         if (dataset is not None and dataset is not self.train_dataset) or self.args.mixing == "shuffle":
-            return super()._get_train_sampler(dataset)
+            return None  # TRL's sampler
         prompts_per_batch = self.args.generation_batch_size // self.num_generations
         repeat = self.num_iterations * self.args.steps_per_generation
         target, general = self._domain_indices()

@@ -53,14 +53,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from trl import GRPOTrainer
-from trl.models.utils import disable_gradient_checkpointing
 
 from ..diagnostics import current_learning_rate
 from ..functional.entropy_change import ESTIMATORS, token_entropy_change
 from ..functional.opefo import SIDES, opefo_flow_sums, opefo_lambda_from_sums, opefo_token_weights
 from ._generation_stats import GenerationStats
-from ._kernel_bridge import scatter_power_sums
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
 
 logger = logging.getLogger(__name__)
@@ -204,7 +201,6 @@ class OPEFOTrainer(EntropyGRPOTrainer):
 
     def __init__(self, model, reward_funcs=None, args: OPEFOConfig | None = None, train_dataset=None, **kwargs):
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
-        self._flow_stats: torch.Tensor | None = None  # local [sum S+, sum |S-|, n S+, n tokens] of the open step
         self._opefo_stats: dict[str, torch.Tensor] | None = None  # per-token stats of the last generation batch
         self._opefo_capture_old_logps = False
         self._warned_generation_stats = False
@@ -233,15 +229,15 @@ class OPEFOTrainer(EntropyGRPOTrainer):
             return "generation"
         return "forward"
 
-    def _generate(self, prompts: list):
+    def generate_rollouts(self, generate, prompts: list):
         self._opefo_stats = None
         source = self._rollout_stats_source()
         self._opefo_capture_old_logps = source == "old_logps"
         if source != "generation":
-            return super()._generate(prompts)
+            return generate(prompts)
         model = self.accelerator.unwrap_model(self.model)
         with GenerationStats(model, self.temperature, power_sums=self._estimator_needs_power_sums) as recorder:
-            outputs = super()._generate(prompts)
+            outputs = generate(prompts)
         self._opefo_stats = recorder.per_token(outputs[1])
         if self._opefo_stats is None and not self._warned_generation_stats:
             self._warned_generation_stats = True
@@ -255,36 +251,21 @@ class OPEFOTrainer(EntropyGRPOTrainer):
             )
         return outputs
 
-    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
-        if not (self._opefo_capture_old_logps and self._loss_ctx is None and model is self.model):
-            return super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
-            )
-        # TRL's old-log-prob pass over the fresh rollouts (no grad, the policy that takes the update): take the
-        # entropies (and power sums) from the same forward.
+    def old_logps_pass_request(self):
+        if not self._opefo_capture_old_logps:
+            return None
+        # TRL's old-log-prob pass over the fresh rollouts (no grad, the policy that takes the update): the entropies
+        # (and power sums) of the same forward.
         self._opefo_capture_old_logps = False
-        kwargs["compute_entropy"] = True
-        power_sums = self._estimator_needs_power_sums
-        with self._lm_head(power_sums) as head:
-            logps, entropies, aux = GRPOTrainer._get_per_token_logps_and_entropies(
-                self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
-            )
-        stats = {"logp": logps, "entropy": entropies}
-        if power_sums:
-            stats["sum_p2"], stats["sum_p2_logp"] = scatter_power_sums(
-                head.captured, input_ids, attention_mask, logits_to_keep, kwargs.get("batch_size")
-            )
-        self._opefo_stats = stats
-        if self._capture_rollout_entropy:  # the base class wanted this pass's entropies too (`rollout_entropy`)
-            self._capture_rollout_entropy = False
-            self._rollout_entropies = entropies
-        return logps, entropies, aux
+        return {"power_sums": self._estimator_needs_power_sums}
 
-    def _generate_and_score_completions(self, inputs):
-        output = super()._generate_and_score_completions(inputs)
+    def receive_old_logps_stats(self, stats: dict[str, torch.Tensor]) -> None:
+        self._opefo_stats = stats
+
+    def finish_generation_batch(self, output: dict[str, Any]) -> None:
         source = self._rollout_stats_source()
         if source is None:
-            return output
+            return
         stats, self._opefo_stats = self._opefo_stats, None
         if stats is None:
             source = "forward"
@@ -310,7 +291,6 @@ class OPEFOTrainer(EntropyGRPOTrainer):
             pos, neg = opefo_flow_sums(delta_h, mask)
             pos, neg = self.accelerator.reduce(torch.stack([pos, neg]), reduction="sum")  # all processes' tokens
             output["opefo_lambda"] = opefo_lambda_from_sums(pos, neg, eps=self.args.lambda_eps)
-        return output
 
     @staticmethod
     def _token_mask(inputs: dict[str, Any]) -> torch.Tensor:
@@ -323,32 +303,20 @@ class OPEFOTrainer(EntropyGRPOTrainer):
         The fallback where neither the generation logits nor TRL's old-log-prob pass are available (vLLM without
         importance-sampling correction, paged generation, tools, `rollout_entropy_source: forward`).
         """
-        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-        logits_to_keep = output["completion_ids"].size(1)
-        batch_size = self.args.per_device_train_batch_size
-        power_sums = self._estimator_needs_power_sums
-        with (
-            torch.no_grad(),
-            disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
-            self._lm_head(power_sums) as head,
-        ):
-            # TRL's own forward (not the lever wiring of the base class): log-probs and entropies, one pass.
-            logps, entropies, _ = GRPOTrainer._get_per_token_logps_and_entropies(
-                self, self.model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, compute_entropy=True
-            )
-        sum_p2 = sum_p2_logp = None
-        if power_sums:
-            sum_p2, sum_p2_logp = scatter_power_sums(
-                head.captured, input_ids, attention_mask, logits_to_keep, batch_size
-            )
+        forward = self.policy_forward(
+            torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1),
+            torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1),
+            output["completion_ids"].size(1),
+            batch_size=self.args.per_device_train_batch_size,
+            power_sums=self._estimator_needs_power_sums,
+        )
         return token_entropy_change(
-            logps,
-            entropies,
+            forward.logps,
+            forward.entropies,
             output["advantages"],
             estimator=self.args.entropy_change_estimator,
-            sum_p2=sum_p2,
-            sum_p2_logp=sum_p2_logp,
+            sum_p2=forward.sum_p2,
+            sum_p2_logp=forward.sum_p2_logp,
         )
 
     # ------------------------------------------------------------------------------------------------------------
@@ -389,11 +357,10 @@ class OPEFOTrainer(EntropyGRPOTrainer):
     def _record_flow(self, stats: torch.Tensor, lam: torch.Tensor, *, reduced: bool, batch: LossBatch) -> None:
         """Log the step's flow statistics once per optimizer step (once per batch in evaluation)."""
         if batch.mode == "train" and not reduced:
-            self._flow_stats = stats if self._flow_stats is None else self._flow_stats + stats
-            if not self.accelerator.sync_gradients:
+            stats = self.step_sums("opefo_flow", stats)  # [sum S+, sum |S-|, n S+, n tokens] over the step
+            if stats is None:
                 return
-            stats, self._flow_stats = self._flow_stats, None
-        if not reduced:
+        elif not reduced:
             stats = self.accelerator.reduce(stats, reduction="sum")
         lr = current_learning_rate(self)
         pos, neg, n_pos, n_tokens = stats.tolist()

@@ -38,7 +38,7 @@ from ..functional.posadv import (
     rand_pos_clip_mask,
     stage_lambda,
 )
-from ._control import CONTROLLER_UPDATES, EntropyControlMixin, check_controller_update
+from ._control import CONTROLLER_UPDATES, EntropyControlMixin, RandomStreamMixin, check_controller_update
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
 
 SCHEDULES = ("entropy", "stage", "epoch", "constant", "positive_only", "negative_only", "rand_pos_clip")
@@ -142,7 +142,7 @@ class _CheckEpochs(TrainerCallback):
             )
 
 
-class PosAdvTrainer(EntropyControlMixin, EntropyGRPOTrainer):
+class PosAdvTrainer(RandomStreamMixin, EntropyControlMixin, EntropyGRPOTrainer):
     """GRPO with Positive-Advantage Reweighting (posadv.txt §7.3). Constructor: the same as `EntropyGRPOTrainer`."""
 
     config_class = PosAdvConfig
@@ -229,8 +229,9 @@ class PosAdvTrainer(EntropyControlMixin, EntropyGRPOTrainer):
 
     # -- checkpointed state ------------------------------------------------------------------------------------------
     def method_state(self):
-        return {"lambda": self.lam, **self._control_state()}
+        return {"lambda": self.lam, **self._control_state(), **self._random_stream_state()}
 
     def load_method_state(self, state):
         self.lam = float(state["lambda"])
         self._load_control_state(state)
+        self._load_random_stream_state(state)
