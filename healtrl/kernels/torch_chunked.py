@@ -43,13 +43,13 @@ accumulator the backward needs anyway). Peak extra memory: forward 2 x 16 MiB + 
 for float32 inputs (at N=2048, H=576, V=49152: ~145 MiB against ~409 MiB for TRL's chunked function with
 4096-vocabulary chunks and ~1.9 GiB for the materialised version).
 
-Why these sizes (measured on a 2-core AVX-512 CPU, MKL; benchmarks/results/kernel_cpu.md): the four GEMMs
-(forward, recompute, dh, dW) are ~90% of the time, and they run at full speed with these tiles (the GEMM floor,
-``benchmarks/kernel_gemm_floor.py``). Each tile is small enough (16 MiB, half the 32 MiB L3) that the elementwise
-passes that follow its GEMM read it from cache, which took the non-GEMM time from ~0.4 s to ~0.2 s per
-forward+backward at N=2048, H=576, V=49152 against the earlier 32768 x 512 tiles of 64 MiB; and with all of a
-batch's tokens in one chunk (N <= 2048) each ``dW`` slab is one GEMM with K = N instead of an accumulation.
-Slabs of 1024 to 4096 rows measured alike; 256 or fewer rows lose GEMM efficiency.
+Why these sizes (measured on a 2-core AVX-512 CPU with MKL at N=2048, H=576, V=49152; see
+benchmarks/results/kernel_cpu.md): the four GEMMs (forward, recompute, dh, dW) are ~90% of the time and run at
+MKL's full rate (~190 GFLOP/s here) with these tiles (``benchmarks/kernel_gemm_floor.py`` times them alone). A
+16 MiB tile is half the 32 MiB L3, so the elementwise passes after its GEMM mostly hit cache, where the earlier
+32768 x 512 tiles of 64 MiB went to memory on every pass: in one rotating run, forward+backward took 2.69 s (best of
+5) against 2.81 s with those tiles, and 1024 to 4096 rows per slab measured alike while 256 rows lost GEMM speed.
+With all of a batch's tokens in one chunk (N <= 2048) each ``dW`` slab is one GEMM with K = N, no accumulation.
 """
 
 from __future__ import annotations
