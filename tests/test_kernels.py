@@ -175,6 +175,19 @@ def test_torch_multi_slab(monkeypatch, grad_mode):
     run_and_compare(hidden, weight, targets, b, temperature=0.8, chunk_size=12, grad_mode=grad_mode)
 
 
+@pytest.mark.parametrize("grad_mode", ["both", "entropy"])
+def test_torch_default_plan_awkward(grad_mode):
+    # The default tiling itself (no monkeypatched sizes): 3 vocabulary slabs, the last of 77 rows, and 2 token
+    # chunks, the last of 52 rows; targets on slab edges and in the short slab
+    n, v = 2100, 2 * torch_chunked.FP32_VOCAB_SLAB + 77
+    rows, slab = torch_chunked.plan_chunks(n, v, 24, torch.float32)
+    assert (rows, slab) == (2048, 2048), (rows, slab)
+    hidden, weight, targets, b = make_inputs(n, 24, v, scale=4.0, bias=True, seed=17)
+    targets[:5] = torch.tensor([0, slab - 1, slab, 2 * slab, v - 1])
+    targets[-3:] = torch.tensor([slab - 1, 2 * slab + 3, v - 1])  # in the short last chunk
+    run_and_compare(hidden, weight, targets, b, temperature=0.9, grad_mode=grad_mode)
+
+
 @pytest.mark.parametrize("multi_slab", [False, True])
 def test_torch_extreme_logits(monkeypatch, multi_slab):
     if multi_slab:

@@ -34,14 +34,22 @@ Per tile, in place: ``z' = z - m``, ``e = exp(z')``, ``z <- A z' + B`` (addcmul)
 target; then ``dh_c (+)= D @ W_s``, ``dW_s (+)= D^T @ h_c``, ``dbias_s += D.sum(0)`` (the tile holds ``D^T``).
 A missing upstream grad is skipped (no entropy grad: ``D = B e + C 1[j = y]``, one pass fewer).
 
-Chunk sizes (defaults). Slab ``S = min(V, 32768)`` for float32 inputs; for bfloat16/float16 inputs the weight slab
-is upcast to fp32 (the CPU has no bf16 x bf16 -> fp32 GEMM in torch), so ``S`` is capped to keep that copy and the
-fp32 ``dW`` slab accumulator at <= 64 MiB each (``S = 16384`` at H = 1024, 4096 at H = 4096); the hidden states are
-upcast once (``N x H x 4`` bytes, the size of the fp32 ``dh`` accumulator the backward needs anyway). Rows
-``C = 64 MiB / (4 S)`` rounded to a multiple of 16 (512 at V >= 32768), so the two tile buffers take 2 x 64 MiB.
-Peak extra memory: forward ~128 MiB + O(N); backward ~128 MiB + dW + dh for float32 inputs (at N=2048, H=1024,
-V=32768: ~264 MiB against ~1.3 GB for the materialised version). C = 512 keeps the chunked GEMMs as fast as one
-unchunked GEMM on a 2-core CPU (measured); smaller chunks lose GEMM efficiency, larger ones break the memory bound.
+Chunk sizes (defaults). Slab ``S = min(V, 2048)`` vocabulary rows (for every input dtype), rows
+``C = 16 MiB / (4 S)`` rounded to a multiple of 16 (2048 tokens at V >= 2048), so each of the two fp32 tile buffers
+takes <= 16 MiB. For bfloat16/float16 inputs the weight slab is upcast to fp32 (the CPU has no bf16 x bf16 -> fp32
+GEMM in torch), so ``S`` is also capped to keep that copy and the fp32 ``dW`` slab accumulator at <= 64 MiB each
+(only binding at H > 8192); the hidden states are upcast once (``N x H x 4`` bytes, the size of the fp32 ``dh``
+accumulator the backward needs anyway). Peak extra memory: forward 2 x 16 MiB + O(N); backward 2 x 16 MiB + dW + dh
+for float32 inputs (at N=2048, H=576, V=49152: ~145 MiB against ~409 MiB for TRL's chunked function with
+4096-vocabulary chunks and ~1.9 GiB for the materialised version).
+
+Why these sizes (measured on a 2-core AVX-512 CPU with MKL at N=2048, H=576, V=49152; see
+benchmarks/results/kernel_cpu.md): the four GEMMs (forward, recompute, dh, dW) are ~90% of the time and run at
+MKL's full rate (~190 GFLOP/s here) with these tiles (``benchmarks/kernel_gemm_floor.py`` times them alone). A
+16 MiB tile is half the 32 MiB L3, so the elementwise passes after its GEMM mostly hit cache, where the earlier
+32768 x 512 tiles of 64 MiB went to memory on every pass: in one rotating run, forward+backward took 2.69 s (best of
+5) against 2.81 s with those tiles, and 1024 to 4096 rows per slab measured alike while 256 rows lost GEMM speed.
+With all of a batch's tokens in one chunk (N <= 2048) each ``dW`` slab is one GEMM with K = N, no accumulation.
 """
 
 from __future__ import annotations
@@ -50,20 +58,19 @@ import torch
 
 from ._types import LogProbEntropy
 
-# Bytes of one fp32 [C, S] tile buffer (two are live: logits and exp)
-TILE_BUDGET_BYTES = 64 * 2**20
-# Vocabulary slab for float32 inputs
-FP32_VOCAB_SLAB = 32768
+# Bytes of one fp32 [S, C] tile buffer (two are live: logits and exp)
+TILE_BUDGET_BYTES = 16 * 2**20
+# Vocabulary rows per slab (every input dtype; bfloat16/float16 also capped by LOWP_SLAB_BUDGET_BYTES)
+FP32_VOCAB_SLAB = 2048
 # Bytes of the fp32 weight-slab copy (and of the fp32 dW slab) for bfloat16/float16 inputs
 LOWP_SLAB_BUDGET_BYTES = 64 * 2**20
 
 
 def plan_chunks(n: int, v: int, h: int, dtype: torch.dtype, chunk_size: int | None = None) -> tuple[int, int]:
     """``(rows C, vocab slab S)`` used for ``n`` tokens, ``v`` vocabulary rows of hidden size ``h``."""
-    if dtype == torch.float32:
-        slab = min(v, FP32_VOCAB_SLAB)
-    else:
-        slab = min(v, max(256, LOWP_SLAB_BUDGET_BYTES // (4 * h)))
+    slab = min(v, FP32_VOCAB_SLAB)
+    if dtype != torch.float32:
+        slab = min(slab, max(256, LOWP_SLAB_BUDGET_BYTES // (4 * h)))
     if chunk_size is None:
         chunk_size = max(16, (TILE_BUDGET_BYTES // (4 * slab)) // 16 * 16)
     return max(1, min(n, chunk_size)), slab
