@@ -169,8 +169,8 @@ def overhead(args):
             loss_and_grads(trainer, inputs)
             trainer.optimizer.step()
             trainer.optimizer.zero_grad()
-            if hasattr(trainer, "_step_entropy_stats"):
-                trainer._end_optimizer_step()
+            closed, trainer._closed_step_sums = trainer._closed_step_sums, {}
+            trainer.optimizer_step_end(closed)  # what the Trainer loop's step-end callback does
             times[name].append(time.perf_counter() - t0)
     base = statistics.median(times["base"])
     print(f"| trainer | median step (ms) | ratio to base |  ({args.repeats} interleaved repeats, 1 thread)")

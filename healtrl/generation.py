@@ -1,4 +1,5 @@
-"""Sampling completions for evaluation (`healtrl.evaluation`), selection (`healtrl.selection`) and `healtrl inspect`.
+"""Sampling completions for evaluation (`healtrl.evaluation`), selection (`healtrl.selection`) and `healtrl inspect`,
+and measuring their tokens under a plain model (`completion_token_stats`).
 
 One transformers generator and one vLLM generator, used by all three, so that they sample and cut completions the same
 way:
@@ -22,6 +23,11 @@ way:
 * **Processes**: with `procs` (a `healtrl._distributed.Processes` of several processes), each process generates every
   `world`-th batch (vLLM: every `world`-th prompt) and the results are gathered in order on every process: the same
   completions as one process.
+* **Token statistics** of sampled completions outside training (`completion_token_stats`: log-prob and exact entropy
+  of every completion token, one no-grad forward through the fused LM head) are computed once here for selection and
+  `healtrl inspect`. Inside a trainer the same quantities come from TRL's own forward under the fused head
+  (`TRLBoundary.policy_forward`), which handles what a plain model call does not (TRL's left padding, vision inputs,
+  `logits_to_keep`, FSDP/ZeRO-3 gathering).
 """
 
 from __future__ import annotations
@@ -348,3 +354,110 @@ class VLLMGenerator:
                 raise RuntimeError(f"vLLM returned {len(completions)} completions for a prompt, expected {settings.k}.")
             results.append(completions)
         return results
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Token statistics of completions under a plain model
+# ----------------------------------------------------------------------------------------------------------------
+def check_plain_lm_head(model, error: type[Exception] = ValueError) -> None:
+    """Fail for LM heads the fused kernel does not compute exactly (soft-capping, logit scaling), as TRL lists them."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    if getattr(config, "final_logit_softcapping", None) is not None:
+        raise error(
+            f"The model ({config.model_type}) soft-caps its final logits, which healtrl's fused LM-head kernel does not "
+            "compute: its entropies would be wrong. Choose a model without `final_logit_softcapping`."
+        )
+    for name in ("logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling"):
+        value = getattr(config, name, None)
+        if value is not None and value != 1:
+            raise error(
+                f"The model ({config.model_type}) scales its logits (`{name}` = {value}), which healtrl's fused LM-head "
+                "kernel does not apply: its entropies would be wrong. Choose a model without logit scaling."
+            )
+
+
+def completion_token_stats(
+    model,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    *,
+    temperature: float = 1.0,
+    batch_size: int | None = None,
+    progress: bool = False,
+    desc: str = "entropies",
+    error: type[Exception] = ValueError,
+):
+    """Log-prob and exact full-vocabulary entropy of the model at every completion token, from no-grad forwards.
+
+    Each sequence is prompt + completion, right-padded (so every real token keeps its position). The model's final
+    hidden states and its output embedding go through `healtrl.kernels.fused_logprob_entropy`, which never holds the
+    [tokens x vocabulary] logits; the logits are divided by `temperature` as TRL does, so the values at completion
+    token t are log p(token_t) and H(softmax(z_t / T)) of the distribution that sampled it. The model's train/eval
+    mode is the caller's.
+
+    Args:
+        model: A causal LM (`PreTrainedModel` with `base_model` and `get_output_embeddings()`).
+        prompt_ids: Token ids of each prompt (no padding, at least one token).
+        completion_ids: Token ids of each completion (no padding; may be empty).
+        temperature: Sampling temperature (> 0).
+        batch_size: Sequences per forward (default: all at once).
+        progress: Show a progress bar (sequences).
+        desc: The progress bar's label.
+        error: The exception class for an unsupported model (selection raises its `SelectionError`).
+
+    Returns:
+        `(logps, entropies)`: two lists with one float32 CPU tensor per sequence, one value per completion token.
+    """
+    import torch
+
+    from .kernels import fused_logprob_entropy
+
+    if len(prompt_ids) != len(completion_ids):
+        raise ValueError(f"{len(prompt_ids)} prompts for {len(completion_ids)} completions")
+    if any(len(p) == 0 for p in prompt_ids):
+        raise ValueError("every prompt needs at least one token (the first completion token is predicted from it)")
+    check_plain_lm_head(model, error)
+    backbone = model.base_model
+    if backbone is model:
+        raise error(f"{type(model).__name__} exposes no backbone (`base_model`) to take hidden states from.")
+    head = model.get_output_embeddings()
+    weight, bias = head.weight, getattr(head, "bias", None)
+    device = weight.device
+    pad_id = 0  # any valid id: padded positions come after every real token and are never read
+    batch_size = batch_size or max(1, len(prompt_ids))
+    logps: list[torch.Tensor] = []
+    entropies: list[torch.Tensor] = []
+    with torch.no_grad(), _progress(len(prompt_ids), desc, progress) as bar:
+        for start in range(0, len(prompt_ids), batch_size):
+            prompts = prompt_ids[start : start + batch_size]
+            completions = completion_ids[start : start + batch_size]
+            lengths = [len(c) for c in completions]
+            bar.update(len(prompts))
+            if not any(lengths):
+                logps += [torch.zeros(0) for _ in completions]
+                entropies += [torch.zeros(0) for _ in completions]
+                continue
+            rows = [list(p) + list(c) for p, c in zip(prompts, completions)]
+            width = max(len(r) for r in rows)
+            input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+            attention_mask = torch.zeros_like(input_ids)
+            for i, row in enumerate(rows):
+                input_ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+                attention_mask[i, : len(row)] = 1
+            input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+            hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+            # Completion token j of row i sits at position p_i + j and is predicted by the hidden state at p_i + j - 1.
+            row_idx = [i for i, c in enumerate(completions) for _ in c]
+            pos_idx = [q for p, c in zip(prompts, completions) for q in range(len(p) - 1, len(p) + len(c) - 1)]
+            rows_t = torch.tensor(row_idx, device=device)
+            pos_t = torch.tensor(pos_idx, device=device)
+            out = fused_logprob_entropy(
+                hidden[rows_t, pos_t].to(weight.dtype),
+                weight,
+                input_ids[rows_t, pos_t + 1],
+                bias=bias,
+                temperature=float(temperature),
+            )
+            logps += list(torch.split(out.logp.float().cpu(), lengths))
+            entropies += list(torch.split(out.entropy.float().cpu(), lengths))
+    return logps, entropies

@@ -161,60 +161,23 @@ def sample(model, tokenizer, prompt_ids, *, k: int, temperature: float, max_new_
 
 
 def token_stats(model, prompt_ids, completion_ids, *, temperature: float, batch_size: int = 16, progress=True):
-    """(entropies, probabilities) at every completion token: `healtrl.kernels.fused_logprob_entropy` on the final
-    hidden states at `temperature` (as `healtrl.selection.rollout_entropies`), from right-padded prompt + completion.
+    """(entropies, probabilities) at every completion token, in eval mode: `healtrl.generation.completion_token_stats`
+    (the fused kernel on the final hidden states at `temperature`, shared with selection).
 
     Returns:
         Two lists with one list of floats per sequence: H(softmax(z_t / T)) in nats, and exp(log p(token_t)).
     """
-    import torch
-    from tqdm.auto import tqdm
+    from healtrl.generation import completion_token_stats
 
-    from healtrl.kernels import fused_logprob_entropy
-    from healtrl.selection import _check_plain_lm_head
-
-    _check_plain_lm_head(model)
-    backbone, head = model.base_model, model.get_output_embeddings()
-    weight, bias = head.weight, getattr(head, "bias", None)
-    device = weight.device
-    entropies: list[list[float]] = []
-    probs: list[list[float]] = []
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad(), tqdm(total=len(prompt_ids), desc="entropies", disable=not progress, leave=False) as bar:
-            for start in range(0, len(prompt_ids), batch_size):
-                prompts = prompt_ids[start : start + batch_size]
-                completions = completion_ids[start : start + batch_size]
-                rows = [list(p) + list(c) for p, c in zip(prompts, completions)]
-                width = max(len(r) for r in rows)
-                input_ids = torch.zeros((len(rows), width), dtype=torch.long)
-                mask = torch.zeros_like(input_ids)
-                for i, row in enumerate(rows):  # right padding: every real token keeps its position
-                    input_ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-                    mask[i, : len(row)] = 1
-                input_ids, mask = input_ids.to(device), mask.to(device)
-                hidden = backbone(input_ids=input_ids, attention_mask=mask, use_cache=False).last_hidden_state
-                # Completion token j of row i sits at len(prompt_i) + j, predicted by the state one position before.
-                row_idx = [i for i, c in enumerate(completions) for _ in c]
-                pos_idx = [q for p, c in zip(prompts, completions) for q in range(len(p) - 1, len(p) + len(c) - 1)]
-                lengths = [len(c) for c in completions]
-                if row_idx:
-                    r = torch.tensor(row_idx, device=device)
-                    q = torch.tensor(pos_idx, device=device)
-                    out = fused_logprob_entropy(
-                        hidden[r, q].to(weight.dtype), weight, input_ids[r, q + 1], bias=bias, temperature=temperature
-                    )
-                    ent = torch.split(out.entropy.float().cpu(), lengths)
-                    lp = torch.split(out.logp.float().cpu(), lengths)
-                else:
-                    ent = lp = [torch.zeros(0) for _ in completions]
-                entropies += [e.tolist() for e in ent]
-                probs += [p.exp().tolist() for p in lp]
-                bar.update(len(rows))
+        logps, entropies = completion_token_stats(
+            model, prompt_ids, completion_ids, temperature=temperature, batch_size=batch_size, progress=progress
+        )
     finally:
         model.train(was_training)
-    return entropies, probs
+    return [e.tolist() for e in entropies], [lp.exp().tolist() for lp in logps]
 
 
 def run_model(model, tokenizer, name: str, dataset, reward: str | None, args, progress: bool = True) -> InspectRun:

@@ -52,7 +52,7 @@ import torch
 from healtrl._distributed import processes
 from healtrl._prompts import eos_token_ids, is_conversational, tokenize_prompts
 from healtrl.functional.selection import selection_scores
-from healtrl.generation import SamplingSettings, TransformersGenerator, VLLMGenerator
+from healtrl.generation import SamplingSettings, TransformersGenerator, VLLMGenerator, completion_token_stats
 
 __all__ = [
     "RECORDS_FILE",
@@ -82,24 +82,6 @@ class SelectionError(ValueError):
 # ----------------------------------------------------------------------------------------------------------------
 # Exact rollout entropies from the policy
 # ----------------------------------------------------------------------------------------------------------------
-def _check_plain_lm_head(model) -> None:
-    """Fail for LM heads the fused kernel does not compute exactly (soft-capping, logit scaling), as TRL lists them."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    if getattr(config, "final_logit_softcapping", None) is not None:
-        raise SelectionError(
-            f"The model ({config.model_type}) soft-caps its final logits, which healtrl's fused LM-head kernel does not "
-            "compute: its entropies would be wrong. Choose a model without `final_logit_softcapping`."
-        )
-    for name in ("logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling"):
-        value = getattr(config, name, None)
-        if value is not None and value != 1:
-            raise SelectionError(
-                f"The model ({config.model_type}) scales its logits (`{name}` = {value}), which healtrl's fused LM-head "
-                "kernel does not apply: its entropies would be wrong. Choose a model without logit scaling."
-            )
-
-
-@torch.no_grad()
 def rollout_entropies(
     model,
     prompt_ids: Sequence[Sequence[int]],
@@ -108,12 +90,8 @@ def rollout_entropies(
     temperature: float = 1.0,
     batch_size: int | None = None,
 ) -> list[torch.Tensor]:
-    """Exact full-vocabulary entropy of the policy at every completion token, from one no-grad forward.
-
-    Each sequence is prompt + completion, right-padded (so every real token keeps its position). The model's final
-    hidden states and its output embedding go through `healtrl.kernels.fused_logprob_entropy`, which never holds the
-    [tokens x vocabulary] logits; the logits are divided by `temperature` as TRL does, so the entropy at completion
-    token t is H(softmax(z_t / T)) of the distribution that sampled it.
+    """Exact full-vocabulary entropy of the policy at every completion token, from one no-grad forward
+    (`healtrl.generation.completion_token_stats`, shared with `healtrl inspect`).
 
     Args:
         model: A causal LM (`PreTrainedModel` with `base_model` and `get_output_embeddings()`), in eval mode.
@@ -125,50 +103,10 @@ def rollout_entropies(
     Returns:
         One float32 CPU tensor per sequence with one entropy per completion token.
     """
-    from healtrl.kernels import fused_logprob_entropy
-
-    if len(prompt_ids) != len(completion_ids):
-        raise ValueError(f"{len(prompt_ids)} prompts for {len(completion_ids)} completions")
-    if any(len(p) == 0 for p in prompt_ids):
-        raise ValueError("every prompt needs at least one token (the first completion token is predicted from it)")
-    _check_plain_lm_head(model)
-    backbone = model.base_model
-    if backbone is model:
-        raise SelectionError(f"{type(model).__name__} exposes no backbone (`base_model`) to take hidden states from.")
-    head = model.get_output_embeddings()
-    weight, bias = head.weight, getattr(head, "bias", None)
-    device = weight.device
-    pad_id = 0  # any valid id: padded positions come after every real token and are never read
-    batch_size = batch_size or max(1, len(prompt_ids))
-    out: list[torch.Tensor] = []
-    for start in range(0, len(prompt_ids), batch_size):
-        prompts = prompt_ids[start : start + batch_size]
-        completions = completion_ids[start : start + batch_size]
-        rows = [list(p) + list(c) for p, c in zip(prompts, completions)]
-        width = max(len(r) for r in rows)
-        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        attention_mask = torch.zeros_like(input_ids)
-        for i, row in enumerate(rows):
-            input_ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-            attention_mask[i, : len(row)] = 1
-        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
-        # Completion token j of row i sits at position p_i + j and is predicted by the hidden state at p_i + j - 1.
-        row_idx, pos_idx = [], []
-        for i, (p, c) in enumerate(zip(prompts, completions)):
-            row_idx += [i] * len(c)
-            pos_idx += range(len(p) - 1, len(p) + len(c) - 1)
-        lengths = [len(c) for c in completions]
-        if not row_idx:
-            out += [torch.zeros(0) for _ in completions]
-            continue
-        rows_t = torch.tensor(row_idx, device=device)
-        pos_t = torch.tensor(pos_idx, device=device)
-        h = hidden[rows_t, pos_t].to(weight.dtype)
-        targets = input_ids[rows_t, pos_t + 1]
-        entropy = fused_logprob_entropy(h, weight, targets, bias=bias, temperature=float(temperature)).entropy
-        out += [e.float().cpu() for e in torch.split(entropy, lengths)]
-    return out
+    _, entropies = completion_token_stats(
+        model, prompt_ids, completion_ids, temperature=temperature, batch_size=batch_size, error=SelectionError
+    )
+    return entropies
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -370,3 +370,45 @@ def test_cadence_layout_not_checked_where_no_controller_runs(tmp_path):
 def test_invalid_entropy_normalization(tmp_path):
     with pytest.raises(ValueError, match="entropy_normalization must be one of sequence, token"):
         _config(AERConfig, tmp_path, entropy_normalization="prompt")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The step-end hook: one accumulation (`step_sums`), handed over once per optimizer step
+# ---------------------------------------------------------------------------------------------------------------
+class _SpyStepEnd(EntropyGRPOTrainer):
+    def extra_loss(self, batch):
+        if batch.mode == "train":
+            self.micro.append((self.state.global_step, float(batch.mask.sum())))
+            self.step_sums(
+                "probe_tokens", torch.stack([batch.mask.sum().double(), torch.ones((), dtype=torch.float64)])
+            )
+        return super().extra_loss(batch)
+
+    def optimizer_step_end(self, step_stats):
+        self.ends.append((self.state.global_step, {k: v.tolist() for k, v in step_stats.items()}))
+        super().optimizer_step_end(step_stats)
+
+
+def test_step_end_hook_gets_each_optimizer_steps_reduced_sums(tmp_path):
+    # 2 micro-batches per optimizer step (gradient accumulation 2), 3 optimizer steps, entropy-flow diagnostics on:
+    # the hook runs once per step with every key `step_sums` closed in it, summed over that step's micro-batches.
+    cfg = dict(
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=2,
+        steps_per_generation=2,
+        max_steps=3,
+        entropy_flow_diagnostics=True,
+    )
+    trainer = build_trainer(_SpyStepEnd, EntropyGRPOConfig, tmp_path, **cfg)
+    trainer.micro, trainer.ends = [], []
+    trainer.train()
+    assert [step for step, _ in trainer.ends] == [1, 2, 3]
+    assert len(trainer.micro) == 6
+    for i, (_, stats) in enumerate(trainer.ends):
+        assert set(stats) == {"probe_tokens", "entropy_flow"}
+        tokens = trainer.micro[2 * i][1] + trainer.micro[2 * i + 1][1]
+        assert stats["probe_tokens"] == [tokens, 2.0]
+    # The same totals the entropy-flow diagnostics logged at the step's last micro-batch.
+    logged = steps_of(trainer.state.log_history, "entropy_flow/increase")
+    for step, stats in trainer.ends:
+        assert logged[step] == pytest.approx(stats["entropy_flow"][0], rel=1e-6, abs=1e-12)

@@ -25,17 +25,16 @@
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import torch
-from transformers import TrainerCallback
 
 from ..functional.aer import sequence_entropies
 from .base import ROLLOUT_BUFFER_FILE  # noqa: F401  (re-exported: the file name of the per-process rollout buffers)
 
 CONTROLLER_UPDATES = ("rollout_batch", "optimizer_step")
 ENTROPY_MEASURES = ("token", "sequence")
+CONTROLLER_ENTROPY_KEY = "controller_entropy"  # the `step_sums` key of H_t's [sum, count]
 
 
 def check_controller_update(args, field_name: str = "controller_update", active: bool = True) -> None:
@@ -60,24 +59,13 @@ def check_controller_update(args, field_name: str = "controller_update", active:
         )
 
 
-class _StepEndCallback(TrainerCallback):
-    """Calls the trainer's `_end_optimizer_step` after every optimizer step (before logging and checkpointing)."""
-
-    def __init__(self, trainer):
-        self._trainer = weakref.ref(trainer)
-
-    def on_step_end(self, args, state, control, **kwargs):
-        trainer = self._trainer()
-        if trainer is not None:
-            trainer._end_optimizer_step()
-
-
 class EntropyControlMixin:
     """Mixin for `EntropyGRPOTrainer` subclasses whose coefficients follow the global entropy (see the module doc).
 
     A trainer calls `_init_control(update, measure)` in its constructor, `_record_entropy(batch)` from a lever on every
-    training micro-batch, overrides `update_controller(entropy)`, and puts `_control_state()` into its `method_state`
-    (and `_load_control_state` into `load_method_state`).
+    training micro-batch (it accumulates through the base's `step_sums`; the base's step-end hook `optimizer_step_end`
+    then moves the controller), overrides `update_controller(entropy)`, and puts `_control_state()` into its
+    `method_state` (and `_load_control_state` into `load_method_state`).
     """
 
     def _init_control(self, update: str = "optimizer_step", measure: str = "token") -> None:
@@ -88,9 +76,7 @@ class EntropyControlMixin:
             raise ValueError(f"The entropy measure must be one of {', '.join(ENTROPY_MEASURES)}; got {measure!r}.")
         self._controller_update = update
         self._entropy_measure = measure
-        self._step_entropy_stats: torch.Tensor | None = None  # this process, current optimizer step
         self._window_entropy: list[float] | None = None  # all processes, earlier optimizer steps of the rollout batch
-        self.add_callback(_StepEndCallback(self))
 
     # -- global entropy of a window ---------------------------------------------------------------------------------
     def _record_entropy(self, batch) -> None:
@@ -105,17 +91,12 @@ class EntropyControlMixin:
             stats = torch.stack([(per_seq * counted).sum(), counted.sum().to(per_seq.dtype)])
         else:
             stats = torch.stack([(entropies * mask).sum(), mask.sum()])
-        stats = stats.double()
-        self._step_entropy_stats = stats if self._step_entropy_stats is None else self._step_entropy_stats + stats
+        self.step_sums(CONTROLLER_ENTROPY_KEY, stats.double())  # the base's per-step accumulation
 
-    def _end_optimizer_step(self) -> None:
-        stats = self._step_entropy_stats
-        if stats is None:  # e.g. a step whose loss forwards never ran (should not happen in training)
-            stats = torch.zeros(2, dtype=torch.float64)
-        stats = stats.to(self.accelerator.device)
-        total = self.accelerator.reduce(stats, reduction="sum") if self.accelerator.num_processes > 1 else stats
-        self._step_entropy_stats = None
-        total = [float(total[0]), float(total[1])]
+    def optimizer_step_end(self, step_stats: dict[str, torch.Tensor]) -> None:
+        super().optimizer_step_end(step_stats)
+        total = step_stats.get(CONTROLLER_ENTROPY_KEY)  # None: a step whose loss forwards never ran
+        total = [0.0, 0.0] if total is None else [float(total[0]), float(total[1])]
         if self._controller_update == "rollout_batch":
             if self._window_entropy is not None:
                 total = [self._window_entropy[0] + total[0], self._window_entropy[1] + total[1]]

@@ -46,10 +46,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from transformers import TrainerCallback
 from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
@@ -304,6 +306,19 @@ def convert_config(args: GRPOConfig, config_class: type) -> GRPOConfig:
     return config_class(**values)
 
 
+class _StepEndCallback(TrainerCallback):
+    """Calls `optimizer_step_end` with the step's closed `step_sums` after every optimizer step."""
+
+    def __init__(self, trainer):
+        self._trainer = weakref.ref(trainer)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        trainer = self._trainer()
+        if trainer is not None:
+            closed, trainer._closed_step_sums = trainer._closed_step_sums, {}
+            trainer.optimizer_step_end(closed)
+
+
 class EntropyGRPOTrainer(TRLBoundary):
     """TRL's `GRPOTrainer` with the four levers of healtrl as overridable hooks (no-ops here).
 
@@ -378,6 +393,7 @@ class EntropyGRPOTrainer(TRLBoundary):
     _entropy_flow = None
     _inspect = None
     _open_step_sums: dict[str, torch.Tensor] = {}
+    _closed_step_sums: dict[str, torch.Tensor] = {}
 
     def __init__(self, model, reward_funcs=None, args: EntropyGRPOConfig | None = None, train_dataset=None, **kwargs):
         args = self._resolve_args(model, args)
@@ -438,6 +454,8 @@ class EntropyGRPOTrainer(TRLBoundary):
             self.add_callback(self._guard)
         self._inspect = RolloutInspector.from_trainer(self)  # entropy views and metrics (_inspect_hooks.py)
         self._open_step_sums = {}  # `step_sums`: this process's sums of the open optimizer step, by key
+        self._closed_step_sums = {}  # `step_sums`: totals of the step that just ended, for `optimizer_step_end`
+        self.add_callback(_StepEndCallback(self))
 
     # ------------------------------------------------------------------------------------------------------------
     # Config: built, converted or checked once at construction; read through `_arg`
@@ -558,12 +576,13 @@ class EntropyGRPOTrainer(TRLBoundary):
     # Helpers for method trainers
     # ------------------------------------------------------------------------------------------------------------
     def step_sums(self, key: str, local: torch.Tensor) -> torch.Tensor | None:
-        """Statistics of a whole optimizer step, for the diagnostics and levers that log them at its last micro-batch.
+        """Statistics of a whole optimizer step: the one way healtrl accumulates per-step statistics.
 
         Adds `local` (this training micro-batch's sums on this process) to the open step's sums under `key`; on the
         step's last micro-batch (accelerate's `sync_gradients`) returns the sums over the step's micro-batches and all
         processes (identical on every rank) and closes the step, else None. Every process calls it with the same keys.
-        (The entropy controllers, whose update follows the optimizer step, use `_control.EntropyControlMixin`.)
+        The closed totals are also handed to `optimizer_step_end` after the optimizer step: diagnostics log them at the
+        last micro-batch (while the step's learning rate is current), controllers update from them at the step end.
         """
         total = self._open_step_sums.get(key)
         total = local if total is None else total + local
@@ -571,7 +590,14 @@ class EntropyGRPOTrainer(TRLBoundary):
             self._open_step_sums[key] = total
             return None
         self._open_step_sums.pop(key, None)
-        return self.accelerator.reduce(total.to(self.accelerator.device), reduction="sum")
+        total = self.accelerator.reduce(total.to(self.accelerator.device), reduction="sum")
+        self._closed_step_sums[key] = total
+        return total
+
+    def optimizer_step_end(self, step_stats: dict[str, torch.Tensor]) -> None:
+        """Step-end hook: called on every process after each optimizer step (before logging and checkpointing) with
+        the totals `step_sums` closed during that step, by key (summed over its micro-batches and all processes).
+        The entropy controllers (AER's alpha, Pos-Adv-Reweight's lambda: `_control.EntropyControlMixin`) update here."""
 
     def global_masked_mean(self, values: torch.Tensor, mask: torch.Tensor) -> float:
         """Token-weighted mean of `values` over `mask`, reduced across all processes."""
