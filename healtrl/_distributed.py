@@ -7,6 +7,18 @@ in unit order. Only the main process writes files and shows progress.
 
 A launch is recognised by `WORLD_SIZE > 1` in the environment (torchrun and accelerate set it); the process group is
 created here when nobody did (gloo on a CPU, NCCL on CUDA). Without a launch everything is a no-op on one process.
+
+Sharded training without an accelerator (`check_sharded_launch`, called by the training entry before any accelerate
+state exists). accelerate 1.15 turns a run into FSDP or DeepSpeed only from an accelerator's distributed type
+(`PartialState._prepare_backend`: MULTI_GPU, MULTI_XPU, ...). In a launch worker on a CPU-only machine it picks no
+distributed type at all (or MULTI_CPU with `use_cpu`), ignores the FSDP plugin and gives DeepSpeed no backend: an
+`accelerate launch` of an FSDP or DeepSpeed config would train unsharded, silently. So the training entry refuses such
+a launch, unless `HEALTRL_SHARD_ON_CPU=1` asks for the CPU rehearsal: `accelerator_paths_on_cpu` makes accelerate
+report a MULTI_GPU run on the gloo backend with its device pinned to the CPU (`ACCELERATE_TORCH_DEVICE=cpu`).
+Everything after that is the code a GPU run executes: the FSDP plugin and `fsdp2_prepare_model` (`fully_shard` per
+decoder layer and at the root, so the LM head is a DTensor), TRL's fused LM head over the sharded weight, the
+full-state-dict save; or DeepSpeed's engine (with `DS_ACCELERATOR=cpu`), ZeRO-3 partitioning and checkpoints. What it
+does not exercise: NCCL, CUDA streams and memory, mixed precision (run it in float32), CPU offload.
 """
 
 from __future__ import annotations
@@ -101,3 +113,114 @@ def interleave(per_rank: list[list[Any]], units: int, world: int) -> list[Any]:
         for position, item in zip(positions, items):
             out[position] = item
     return out
+
+
+# The opt-in of the CPU rehearsal, and what `accelerate launch` exports for a config that asks for sharding
+# (accelerate/utils/launch.py: `prepare_multi_gpu_env` and `prepare_deepspeed_cmd_env`).
+SHARD_ON_CPU = "HEALTRL_SHARD_ON_CPU"
+SHARDING_ENV = {"ACCELERATE_USE_FSDP": "FSDP", "ACCELERATE_USE_DEEPSPEED": "DeepSpeed"}
+REHEARSAL_NOTE = (
+    "a CPU rehearsal of the {kind} launch, not real training: accelerate runs its accelerator path on CPU tensors "
+    "over gloo (run it in float32: --bf16 false). Exercised: the {kind} code a GPU run executes (sharding, TRL's fused "
+    "LM head over the sharded weight, checkpoints). Not exercised: NCCL, CUDA streams and memory, mixed precision, "
+    "CPU offload."
+)
+
+
+class ShardingUnavailableError(RuntimeError):
+    """A launch asks for FSDP or DeepSpeed on a machine where accelerate would silently train unsharded."""
+
+
+def requested_sharding() -> str | None:
+    """The sharding ("FSDP", "DeepSpeed") a launch worker's accelerate environment asks for, else None."""
+    if int(os.environ.get("LOCAL_RANK", -1)) == -1:
+        return None
+    for variable, kind in SHARDING_ENV.items():
+        if os.environ.get(variable, "false").lower() == "true":  # accelerate's own test (accelerate/state.py)
+            return kind
+    return None
+
+
+def accelerator_found() -> bool:
+    """Whether accelerate finds an accelerator for a launch worker (CUDA, XPU, NPU, ...): asked of accelerate's own
+    `_prepare_backend` (the unpatched one), which reads only the environment."""
+    from accelerate.state import PartialState
+    from accelerate.utils import DistributedType
+
+    prepare = PartialState._prepare_backend
+    prepare = getattr(prepare, "healtrl_original", prepare)
+    _, distributed_type = prepare(PartialState.__new__(PartialState), cpu=False)
+    return distributed_type not in (DistributedType.NO, DistributedType.MULTI_CPU)
+
+
+def check_sharded_launch() -> str | None:
+    """Call in the training entry before anything builds an accelerate state (TrainingArguments, Accelerator).
+
+    A launch worker asking for FSDP or DeepSpeed without an accelerator: with `HEALTRL_SHARD_ON_CPU=1`, apply
+    `accelerator_paths_on_cpu`, warn that this is a CPU rehearsal, and return the kind ("FSDP", "DeepSpeed"); without
+    it raise `ShardingUnavailableError`. Anything else: return None and change nothing."""
+    kind = requested_sharding()
+    if kind is None or accelerator_found():
+        return None
+    if os.environ.get(SHARD_ON_CPU, "0").lower() not in ("1", "true", "yes"):
+        raise ShardingUnavailableError(
+            f"this launch asks for {kind} (ACCELERATE_USE_{kind.upper()}=true from the accelerate config), but this "
+            f"machine has no accelerator: accelerate would ignore the {kind} settings and train unsharded (as DDP or "
+            f"a single process) without saying so. Launch on GPUs, or set {SHARD_ON_CPU}=1 for a CPU rehearsal of the "
+            f"{kind} path (gloo, float32; not for real training)."
+        )
+    accelerator_paths_on_cpu()
+    if os.environ.get("RANK", "0") == "0":
+        import logging
+
+        logging.getLogger("healtrl").warning("%s=1: %s", SHARD_ON_CPU, REHEARSAL_NOTE.format(kind=kind))
+    return kind
+
+
+def accelerator_paths_on_cpu() -> None:
+    """Make accelerate take its accelerator path on CPU tensors (gloo, device pinned to the CPU); see the module
+    docstring. Call in a torchrun / accelerate launch worker before anything builds an accelerate state."""
+    import accelerate.state
+    from accelerate.utils import DistributedType
+
+    if int(os.environ.get("LOCAL_RANK", -1)) == -1:
+        raise RuntimeError("accelerator_paths_on_cpu needs a torchrun / accelerate launch worker (LOCAL_RANK unset).")
+    state = accelerate.state.PartialState
+    original = getattr(state._prepare_backend, "healtrl_original", state._prepare_backend)
+    os.environ["ACCELERATE_TORCH_DEVICE"] = "cpu"
+
+    def _prepare_backend(self, cpu=False, sagemaker_dp=False, backend=None):
+        if cpu:
+            raise ValueError(
+                f"{SHARD_ON_CPU}=1 runs accelerate's accelerator path on CPU tensors, which a CPU run bypasses: with "
+                "use_cpu (the training config's `use_cpu: true`, or the accelerate config's `use_cpu: true` / "
+                "`--cpu`) accelerate ignores the sharding settings. Set `use_cpu: false` (`--use_cpu false`)."
+            )
+        return "gloo", DistributedType.MULTI_GPU
+
+    _prepare_backend.healtrl_original = original
+    state._prepare_backend = _prepare_backend
+
+
+def rehearsal_kind() -> str | None:
+    """The kind ("FSDP", "DeepSpeed") of the CPU rehearsal this process runs (`accelerator_paths_on_cpu` applied to a
+    launch asking for sharding), else None."""
+    from accelerate.state import PartialState
+
+    patched = hasattr(PartialState._prepare_backend, "healtrl_original")
+    return requested_sharding() if patched else None
+
+
+def rehearsal_report(trainer, kind: str) -> str:
+    """After accelerate prepared the policy in a CPU rehearsal: one line with what the policy became (distributed
+    type, processes, the LM head's weight type); raises when accelerate did not shard as `kind` asks."""
+    accelerator = trainer.accelerator
+    weight = accelerator.unwrap_model(trainer.model).get_output_embeddings().weight
+    distributed_type = str(accelerator.distributed_type)
+    if distributed_type != f"DistributedType.{kind.upper()}":
+        raise RuntimeError(f"{SHARD_ON_CPU}=1 asked for {kind}, but accelerate prepared a {distributed_type} run.")
+    partitioned = " (ZeRO-3 partitioned)" if hasattr(weight, "ds_id") else ""
+    return (
+        f"healtrl CPU rehearsal, rank {accelerator.process_index}/{accelerator.num_processes}: {distributed_type}, "
+        f"LM head weight {type(weight).__name__}{partitioned}"
+    )

@@ -2,8 +2,10 @@
 accelerate configs (configs/accelerate/ddp_cpu2.yaml, fsdp2_cpu2.yaml, deepspeed_zero3_cpu2.yaml). Slow (15-25 s each
 on 2 cores). The ZeRO-3 launch needs DeepSpeed (not a healtrl extra) and DS_ACCELERATOR=cpu, which the test sets.
 
-FSDP2 and ZeRO-3 go through tests/fsdp_cpu_train.py: train.py plus the one patch that lets accelerate shard on CPU tensors
-(tests/fsdp_cpu.py). The launches train the same 2 rollout streams, so their metrics agree to float32 rounding.
+FSDP2 and ZeRO-3 launch train.py with HEALTRL_SHARD_ON_CPU=1, the opt-in to the CPU rehearsal (the one patch that lets
+accelerate shard on CPU tensors, healtrl/_distributed.py); each process then prints its distributed type and the type of
+its LM head weight, which the tests check. Without the opt-in train.py refuses such a launch instead of training
+unsharded. The launches train the same 2 rollout streams, so their metrics agree to float32 rounding.
 """
 
 from __future__ import annotations
@@ -33,21 +35,29 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def launch(config: str, script: str, output_dir, *extra, python=sys.executable, **env) -> list[dict]:
+def run_launch(config: str, output_dir, *extra, python=sys.executable, **set_env) -> subprocess.CompletedProcess:
     cmd = [python, "-m", "accelerate.commands.launch", "--config_file", f"configs/accelerate/{config}"]
     cmd += ["--main_process_port", str(free_port())]  # not accelerate's fixed default 29500: parallel runs collide
-    cmd += [script, *TRAIN_ARGS, "--output_dir", str(output_dir), *extra]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT), **env)
-    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    cmd += ["train.py", *TRAIN_ARGS, "--output_dir", str(output_dir), *extra]
+    env = {k: v for k, v in os.environ.items() if k != "HEALTRL_SHARD_ON_CPU"}
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT), **set_env)
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def launch(config: str, output_dir, *extra, **env) -> tuple[list[dict], str]:
+    """The logged training steps and the launch's output (stdout + stderr)."""
+    result = run_launch(config, output_dir, *extra, **env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     assert (output_dir / "model.safetensors").is_file() and (output_dir / "README.md").read_text().strip()
     lines = (output_dir / "metrics.jsonl").read_text().splitlines()
-    return [row for row in map(json.loads, lines) if "loss" in row]
+    return [row for row in map(json.loads, lines) if "loss" in row], result.stdout + result.stderr
 
 
 @pytest.fixture(scope="module")
 def ddp_metrics(tmp_path_factory):
-    return launch("ddp_cpu2.yaml", "train.py", tmp_path_factory.mktemp("ddp"))
+    rows, output = launch("ddp_cpu2.yaml", tmp_path_factory.mktemp("ddp"))
+    assert "CPU rehearsal" not in output
+    return rows
 
 
 @pytest.mark.slow
@@ -61,15 +71,26 @@ def test_accelerate_launch_ddp_cpu_runs_two_processes(ddp_metrics):
     assert any(round(m) % 2 for m in means)
 
 
+def assert_rehearsal(output: str, kind: str, head: str) -> None:
+    """The rehearsal warning (once) and, from each process, what accelerate prepared."""
+    assert output.count("HEALTRL_SHARD_ON_CPU=1: a CPU rehearsal of the") == 1, output[-3000:]
+    for rank in range(RANKS):
+        line = f"healtrl CPU rehearsal, rank {rank}/{RANKS}: DistributedType.{kind}, LM head weight {head}"
+        assert line + "\n" in output, output[-3000:]  # (on rank 0 after the progress bar's first frame)
+
+
+@pytest.mark.slow
+def test_accelerate_launch_fsdp2_cpu_without_opt_in_refuses(tmp_path):
+    result = run_launch("fsdp2_cpu2.yaml", tmp_path / "out", "--use_cpu", "false")
+    assert result.returncode != 0
+    assert "HEALTRL_SHARD_ON_CPU=1" in result.stderr and "unsharded" in result.stderr, result.stderr[-3000:]
+    assert not (tmp_path / "out" / "metrics.jsonl").exists()
+
+
 @pytest.mark.slow
 def test_accelerate_launch_fsdp2_cpu_shards_and_matches_ddp(ddp_metrics, tmp_path):
-    record = tmp_path / "record"
-    fsdp = launch("fsdp2_cpu2.yaml", "tests/fsdp_cpu_train.py", tmp_path / "out", "--use_cpu", "false",
-                  HEALTRL_TEST_FSDP_RECORD=str(record))  # fmt: skip
-    for rank in range(RANKS):
-        seen = json.loads((record / f"rank{rank}.json").read_text())
-        assert seen == {"distributed_type": "DistributedType.FSDP", "num_processes": 2, "head_type": "DTensor",
-                        "head_partitioned": False}  # fmt: skip
+    fsdp, output = launch("fsdp2_cpu2.yaml", tmp_path / "out", "--use_cpu", "false", HEALTRL_SHARD_ON_CPU="1")
+    assert_rehearsal(output, "FSDP", "DTensor")
     assert_metrics_match(fsdp, ddp_metrics)
 
 
@@ -88,11 +109,7 @@ def assert_metrics_match(rows, reference):
     reason="DeepSpeed is not installed (no healtrl extra); benchmarks/results/gpu_readiness.md says how to install it",
 )
 def test_accelerate_launch_zero3_cpu_partitions_and_matches_ddp(ddp_metrics, tmp_path):
-    record = tmp_path / "record"
-    rows = launch("deepspeed_zero3_cpu2.yaml", "tests/fsdp_cpu_train.py", tmp_path / "out", "--use_cpu", "false",
-                  HEALTRL_TEST_FSDP_RECORD=str(record), DS_ACCELERATOR="cpu")  # fmt: skip
-    for rank in range(RANKS):
-        seen = json.loads((record / f"rank{rank}.json").read_text())
-        assert seen == {"distributed_type": "DistributedType.DEEPSPEED", "num_processes": 2,
-                        "head_type": "Parameter", "head_partitioned": True}  # fmt: skip
+    rows, output = launch("deepspeed_zero3_cpu2.yaml", tmp_path / "out", "--use_cpu", "false",
+                          HEALTRL_SHARD_ON_CPU="1", DS_ACCELERATOR="cpu")  # fmt: skip
+    assert_rehearsal(output, "DEEPSPEED", "Parameter (ZeRO-3 partitioned)")
     assert_metrics_match(rows, ddp_metrics)

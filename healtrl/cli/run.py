@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
 from ._common import CONFIG_FILE, CURVES_FILE, METRICS_FILE, configure_threads
@@ -172,6 +173,7 @@ def run_training(resolved: ResolvedConfig):
     trainer.model_card_datasets = [part for name in names if name for part in _card_dataset_name(name).split(",")]
     if script_args.eval_tasks:
         trainer.add_callback(periodic_eval_callback(script_args, trainer_args, trainer))
+    _report_cpu_rehearsal(trainer)
     if trainer.is_world_process_zero():  # now, so that `healtrl eval --checkpoints` can read a killed run's recipe
         write_config_file(resolved, trainer_args.output_dir)
     from healtrl.checkpoints import DivergenceError
@@ -196,6 +198,24 @@ def run_training(resolved: ResolvedConfig):
         )
     trainer.accelerator.wait_for_everyone()
     return trainer
+
+
+def _report_cpu_rehearsal(trainer) -> None:
+    """In a CPU rehearsal of a sharded launch (`HEALTRL_SHARD_ON_CPU=1`, see `healtrl._distributed`): once accelerate
+    prepared the policy, each process prints what it became, and stops when it is not sharded as asked."""
+    from transformers import TrainerCallback
+
+    from healtrl._distributed import rehearsal_kind, rehearsal_report
+
+    kind = rehearsal_kind()
+    if kind is None:
+        return
+
+    class RehearsalReport(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            print(rehearsal_report(trainer, kind), file=sys.stderr, flush=True)
+
+    trainer.add_callback(RehearsalReport())
 
 
 def periodic_eval_callback(script_args, trainer_args, trainer=None):

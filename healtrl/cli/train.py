@@ -59,6 +59,14 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
         from .dry_run import dry_run
 
         return dry_run(argv, prog=prog, num_processes=num_processes)
+    from healtrl._distributed import ShardingUnavailableError, check_sharded_launch
+
+    try:
+        # Before anything builds an accelerate state: refuse (or, opted in, rehearse on the CPU) FSDP / DeepSpeed
+        # without an accelerator, which accelerate would otherwise run unsharded without saying so.
+        check_sharded_launch()
+    except ShardingUnavailableError as exc:
+        return _error(str(exc))
     try:
         command_line = _split_argv(argv)
         if command_line.config_path is None and not command_line.help:
