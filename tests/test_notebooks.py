@@ -166,11 +166,22 @@ def test_every_notebook_is_built_from_its_source_with_current_outputs():
     assert not stale, "stale notebooks (run `python notebooks/_build.py`): " + "; ".join(stale.values())
 
 
+def _version_tag() -> str:
+    """The release tag of this version, which the install cell pins: `v` + healtrl.__version__."""
+    import healtrl
+
+    return f"v{healtrl.__version__}"
+
+
 def test_readme_links_every_notebook_on_colab_at_the_install_tag():
     install = tagged(read(NAMES[0]), "install")[0].source
     repo, ref = _constant(install, "HEALTRL_REPO"), _constant(install, "HEALTRL_REF")
     assert repo.startswith("https://github.com/")
+    # a version bump without updating the cells and the links fails here
+    assert ref == _version_tag(), f"the install cell pins {ref!r}, not this version's tag {_version_tag()!r}"
     readme = (NOTEBOOK_DIR / "README.md").read_text()
+    assert f"release tag `{ref}`" in readme and f"git+{repo}@{ref}" in readme
+    assert "must exist on GitHub" in readme and "git push origin" in readme  # the release step is spelled out
     colab = "https://colab.research.google.com/github/" + repo.removeprefix("https://github.com/")
     for name in NAMES:
         assert f"]({colab}/blob/{ref}/notebooks/{name}.ipynb)" in readme, f"no Colab link for {name} at {ref}"
@@ -240,7 +251,7 @@ def test_notebook_cells(name):
     import healtrl
 
     assert _constant(install, "HEALTRL_REPO") == _pyproject()["project"]["urls"]["Repository"]
-    assert _constant(install, "HEALTRL_REF") == f"v{healtrl.__version__}"
+    assert _constant(install, "HEALTRL_REF") == _version_tag() == f"v{healtrl.__version__}"
     assert install == tagged(read(NAMES[0]), "install")[0].source, "every notebook has the same install cell"
 
     switch = tagged(nb, "small-switch")[0].source
@@ -400,6 +411,9 @@ def test_install_cell_installs_the_tagged_release_from_the_repository(tmp_path):
         pytest.skip("needs git and a git checkout of healtrl")
     install = tagged(read(NAMES[0]), "install")[0].source
     ref = _constant(install, "HEALTRL_REF")
+    # The clone gets the tag of this version (the repository has none until a release pushes it, notebooks/README.md),
+    # so the cell installs only if it pins exactly that tag.
+    assert ref == _version_tag(), f"the install cell pins {ref!r}, not this version's tag {_version_tag()!r}"
     clone = tmp_path / "repo"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
     marker = "# healtrl install-cell test: this copy came from the tag\n"
@@ -407,7 +421,7 @@ def test_install_cell_installs_the_tagged_release_from_the_repository(tmp_path):
     init.write_text(init.read_text() + marker)  # tells the installed copy from the checkout's
     git = ["git", "-C", str(clone), "-c", "user.name=test", "-c", "user.email=test@example.com"]
     subprocess.run([*git, "commit", "-q", "-am", "marker"], check=True)
-    subprocess.run([*git, "tag", ref], check=True)
+    subprocess.run([*git, "tag", _version_tag()], check=True)
 
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     kw = dict(cwd=tmp_path, env=env, capture_output=True, text=True)  # away from this checkout's healtrl/

@@ -20,7 +20,8 @@ def _build_parser(prog: str) -> _Parser:
     p = _Parser(
         prog=prog, description=INSPECT_DOC.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--model", required=True, help="Hub id, local folder/checkpoint, or healtrl-toy/... name.")
+    p.add_argument("--model", required=True, help="Hub id, local folder/checkpoint, or healtrl-toy/... or "
+                   "healtrl-offline/... name (e.g. healtrl-offline/SmolLM2-135M-Instruct, no Hub needed).")  # fmt: skip
     p.add_argument("--model2", default=None, help="A second model, sampled on the same prompts and seed.")
     p.add_argument("--prompts", required=True, help="task:NAME, a dataset file/folder with a `prompt` column, or a "
                    ".txt file with one prompt per line.")  # fmt: skip

@@ -122,7 +122,8 @@ class EntropyGRPOConfig(GRPOConfig):
             and send it to the `report_to` trackers that take one (wandb: the page, a table and a histogram; trackio:
             a table; tensorboard: the summary PNG and a histogram). Those steps compute rollout entropies (as
             `rollout_entropy`) and log `entropy/high_share` and `entropy/q10`/`q50`/`q90`. `0` or `None`: no views.
-            At 50 the step time stays within 1.05x (`benchmarks/results/inspect_overhead.md`).
+            At 50 the step time stays within 1.05x (paired estimate 1.002x on the toy config; a tensorboard run
+            also renders a PNG per view, ~0.8 s): `benchmarks/results/inspect_overhead.md`.
             `healtrl/trainers/_inspect_hooks.py`.
         inspect_num_prompts (`int`, *optional*, defaults to `2`):
             Prompt groups (each with its `num_generations` completions) of the main process's rollouts on each view.
