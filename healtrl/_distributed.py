@@ -3,7 +3,9 @@
 `healtrl select` and `healtrl eval` shard their work over the processes of a launch and gather one result, identical to
 a single-process run with the same seed: the work is cut into the same units whatever the number of processes (one
 generation batch each, seeded from its position), each process does every `world`-th unit, and the results are gathered
-in unit order. Only the main process writes files and shows progress.
+in unit order. Only the main process writes files and shows progress: on the other processes of a launch,
+:func:`processes` also turns off the progress bars of transformers (e.g. "Loading weights"), datasets and
+huggingface_hub.
 
 A launch is recognised by `WORLD_SIZE > 1` in the environment (torchrun and accelerate set it); the process group is
 created here when nobody did (gloo on a CPU, NCCL on CUDA). Without a launch everything is a no-op on one process.
@@ -92,7 +94,32 @@ def processes() -> Processes:
         # Created here, so ended here, at exit: gloo's threads can abort the process otherwise. One group serves every
         # command of the process (a worker may run select, then eval).
         atexit.register(_close)
-    return Processes(rank=dist.get_rank(), world=dist.get_world_size(), local_rank=local_rank)
+    procs = Processes(rank=dist.get_rank(), world=dist.get_world_size(), local_rank=local_rank)
+    if not procs.is_main:
+        silence_library_progress_bars()
+    return procs
+
+
+def silence_library_progress_bars() -> None:
+    """Turn off the progress bars of the Hugging Face libraries in this process (one bar per launch, the main one's)."""
+    try:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+    except ImportError:
+        pass
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    except ImportError:
+        pass
+    try:
+        import datasets
+
+        datasets.disable_progress_bars()
+    except ImportError:
+        pass
 
 
 def _close() -> None:

@@ -544,6 +544,10 @@ def select_general_data(
 
         require("vllm", "use_vllm=True (generation with vLLM)")
 
+    # Under torchrun / accelerate launch the batches are shared (healtrl/_distributed.py): known before any loading, so
+    # that only the main process shows the libraries' progress bars
+    procs = processes()
+
     # ---------------------------------------------------------------------------- data
     try:
         pool = load_train_dataset(dataset, dataset_config, split=split, seed=seed)
@@ -585,9 +589,7 @@ def select_general_data(
         "max_new_tokens": max_new_tokens,
         "seed": seed,
     }
-    # Under torchrun / accelerate launch the batches are shared (healtrl/_distributed.py): the main process owns the
-    # folder (it overwrites, repairs and appends), the others read it once it is ready.
-    procs = processes()
+    # The main process owns the folder (it overwrites, repairs and appends), the others read it once it is ready.
     progress = progress and procs.is_main
     if procs.is_main:
         store = _RecordStore(output_dir, settings, overwrite)

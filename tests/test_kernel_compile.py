@@ -2,9 +2,10 @@
 
 Triton's bundled ptxas assembles the kernels for CUDA targets without a GPU (``healtrl.kernels.compile_check``).
 A variant fails on a compile error, on register spills (``ptxas -v`` spill stores/loads > 0), on needing more
-shared memory than the SM has, or, on sm_90 for bf16/fp16, on a K loop whose loads are not asynchronous
-(no ``cp.async`` / TMA in the PTX: the ``num_stages`` software pipeline did not happen). These are compile-time
-facts, not GPU measurements.
+shared memory than the SM has, or, on sm_90 for bf16/fp16, on a K loop whose loads are not pipelined (no
+``cp.async`` / TMA issued inside the loop that holds the ``wgmma``: the ``num_stages`` software pipeline did not
+happen). The variants are those the dispatcher launches on each architecture (``default_config`` per compute
+capability). These are compile-time facts, not GPU measurements.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ pytest.importorskip("triton.backends.nvidia")
 
 from healtrl.kernels import compile_check as cc  # noqa: E402
 
-_ALL = cc.dispatcher_variants()
+_ALL = {cap: cc.dispatcher_variants(cap) for cap in cc.ARCHS}
 # Default suite: the bf16 forward with power sums and the full backward, for A100 and H100 (~4 compiles)
 _FAST = [
     v
-    for v in _ALL
+    for v in _ALL[90]
     if v.dtype == "bf16"
     and not dict(v.flags)["HAS_BIAS"]
     and (dict(v.flags).get("POWER") or (dict(v.flags).get("HAS_A") and dict(v.flags).get("HAS_C")))
@@ -42,7 +43,7 @@ def _check(var: cc.Variant, cap: int) -> None:
     occ = cc.occupancy(res)
     assert occ["blocks"] >= 1, f"{where} cannot be resident on one SM: {occ}"
     if cap == 90 and var.dtype in ("bf16", "fp16"):
-        assert res.async_loads, f"{where}: main-loop loads are not asynchronous (no cp.async / TMA in the PTX)"
+        assert res.k_loop_async, f"{where}: K-loop loads are not pipelined (no cp.async / TMA inside the K loop)"
         assert res.wgmma, f"{where}: no wgmma in the PTX (the dot does not use Hopper's warp-group MMA)"
 
 
@@ -52,9 +53,32 @@ def test_fast_subset_is_representative():
 
 
 def test_dispatcher_variants_cover_launches():
-    # 3 dtypes x (fwd: bias x power = 4, bwd: bias x {A+C, A, C} = 6)
-    assert len(_ALL) == 30
-    assert len(set(_ALL)) == 30
+    # per arch: 3 dtypes x (fwd: bias x power = 4, bwd: bias x {A+C, A, C} = 6)
+    for cap, variants in _ALL.items():
+        assert len(variants) == 30 and len(set(variants)) == 30, cap
+
+
+def test_dispatcher_configs_per_arch():
+    """What the dispatcher launches per compute capability is what the compile check enumerates."""
+    import torch
+
+    from healtrl.kernels.triton_fused import default_config
+
+    cuda = torch.device("cuda")
+    for cap, variants in _ALL.items():
+        for var in variants:
+            cfg = default_config(cuda, cc._DTYPES[var.dtype], cap)
+            assert var.cfg == {k: cfg[k] for k in var.cfg}, (var.name, cap)
+    # sm_80 / sm_90 unchanged; fp32 on Blackwell (major >= 10) pipelines 3 stages instead of 2 (2 stages spill)
+    for cap in (80, 86, 89, 90):
+        assert default_config(cuda, torch.float32, cap)["num_stages"] == 2
+    for cap in (100, 103, 120):
+        assert default_config(cuda, torch.float32, cap)["num_stages"] == 3
+    for cap in (80, 90, 100, 120):
+        for dt in (torch.bfloat16, torch.float16):
+            assert default_config(cuda, dt, cap)["num_stages"] == 3
+        fp32 = default_config(cuda, torch.float32, cap)
+        assert (fp32["BLOCK_N"], fp32["BLOCK_V"], fp32["BLOCK_K"], fp32["num_warps"]) == (64, 128, 32, 8)
 
 
 @pytest.mark.parametrize("cap", [80, 90])
@@ -63,20 +87,53 @@ def test_compiles_without_spills_fast(var, cap):
     _check(var, cap)
 
 
-# Known defect (measured with Triton 3.9's bundled ptxas): on sm_100 the fp32 forward without power sums is held
-# to 128 registers and spills (48/40 B spill stores, 16 B stack at 64x128x32, 8 warps, 2 stages; 64x64 and
-# 4 warps spill too). strict: this fails once they stop spilling, so the marker must then be removed.
-_KNOWN_SPILLS = {("_fwd_kernel[fp32]", 100), ("_fwd_kernel[fp32+HAS_BIAS]", 100)}
+# A K loop with its MMA but asynchronous copies only before it (in the prologue), and the same loop pipelined
+_PTX_PROLOGUE_ONLY = """
+// %bb.0:
+\tcp.async.cg.shared.global [ %r1 + 0 ], [ %rd1 + 0 ], 0x10, %r2;
+\tcp.async.commit_group;
+$L__BB0_2:                              // %.lr.ph
+                                        // =>This Inner Loop Header: Depth=1
+\tld.global.v4.b32 { %r3, %r4, %r5, %r6 }, [ %rd2 + 0 ];
+\twgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%r7}, %rd3, %rd4, %p1, 1, 1, 0, 0;
+\t@%p2 bra \t$L__BB0_2;
+$L__BB0_3:                              // %._crit_edge
+\tret;
+"""
+_PTX_PIPELINED = _PTX_PROLOGUE_ONLY.replace(
+    "\tld.global.v4.b32 { %r3, %r4, %r5, %r6 }, [ %rd2 + 0 ];",
+    "\tcp.async.wait_group \t1;\n\tcp.async.cg.shared.global [ %r3 + 0 ], [ %rd2 + 0 ], 0x10, %r4;",
+)
+
+
+def test_k_loop_check_needs_async_copies_inside_the_loop():
+    assert "cp.async.cg" in _PTX_PROLOGUE_ONLY  # the old check (cp.async anywhere) would pass this
+    assert not cc.k_loop_async(_PTX_PROLOGUE_ONLY)
+    assert cc.k_loop_async(_PTX_PIPELINED)
+    assert not cc.k_loop_async("")  # no loop annotations: not pipelined
+
+
+def test_k_loop_check_fails_an_unpipelined_kernel():
+    """sm_90 bf16 forward compiled with num_stages=1 (no software pipeline): the check must fail it."""
+    if not cc.ptxas_supports(90):
+        pytest.skip("the bundled ptxas cannot target sm_90")
+    var = next(v for v in _FAST if v.kernel == "_fwd_kernel")
+    flat = cc.Variant(
+        var.kernel, var.dtype, var.flags, tuple((k, 1 if k == "num_stages" else x) for k, x in var.config)
+    )
+    ptx, _ = cc.compile_ptx(flat, 90)
+    assert "wgmma.mma_async" in ptx
+    assert not cc.k_loop_async(ptx)
+    with pytest.raises(AssertionError, match="not pipelined"):
+        _check(flat, 90)
+    ptx, _ = cc.compile_ptx(var, 90)  # the dispatcher's 3 stages
+    assert cc.k_loop_async(ptx)
 
 
 def _all_cases():
     for cap in cc.ARCHS:
-        for var in _ALL:
-            marks = ()
-            if (var.name, cap) in _KNOWN_SPILLS:
-                reason = "sm_100 fp32 forward without power sums: 128 registers, spills (ptxas -v, Triton 3.9)"
-                marks = (pytest.mark.xfail(strict=True, reason=reason),)
-            yield pytest.param(var, cap, marks=marks, id=f"{var.name}-sm_{cap}")
+        for var in _ALL[cap]:
+            yield pytest.param(var, cap, id=f"{var.name}-sm_{cap}")
 
 
 @pytest.mark.slow
@@ -86,7 +143,7 @@ def test_compiles_without_spills_all(var, cap):
 
 
 def test_occupancy_arithmetic():
-    var = _ALL[0]
+    var = _ALL[90][0]
     # 128 registers x 256 threads = 32768 registers per block: 2 blocks by registers on a 64K-register SM
     res = cc.Resources(var, 90, 128, 0, 0, 0, 64 * 1024, 8, True, False, True)
     occ = cc.occupancy(res)

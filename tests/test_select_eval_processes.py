@@ -3,7 +3,8 @@ a single-process run with the same seed (issue #16 item 6; healtrl/_distributed.
 
 Both runs use the toy model on the CPU: 2 processes under torchrun (gloo) against this process alone. Selection: the
 records (per-question rewards, entropies, scores) and the selected rows are equal; evaluation: every problem's
-correct count, pass@k and response lengths are equal. Only the main process writes, and progress is off on the others.
+correct count, pass@k and response lengths are equal. Only the main process writes; with progress on, only the main
+process shows progress bars (counted per rank by the worker).
 """
 
 from __future__ import annotations
@@ -62,6 +63,12 @@ def test_two_processes_equal_one(tmp_path, restore_threads, monkeypatch):
     ]
     # The work was shared: selection's 6 batches 3 + 3, evaluation's 7 batches 4 + 3 (generation calls per rank).
     assert [(r["select_batches"], r["eval_batches"]) for r in reports] == [(3, 4), (3, 3)]
+    # Progress on (the worker drops --no_progress): healtrl's bars, and the libraries' ("Loading weights"), show on the
+    # main process only
+    bars = [{k: r[f"{k}_bars"] for k in ("select", "eval", "checkpoints")} for r in reports]
+    assert "healtrl select" in bars[0]["select"], bars
+    assert "toy-add (k=4)" in bars[0]["eval"] and "toy-add (k=2)" in bars[0]["checkpoints"], bars
+    assert bars[1] == {"select": [], "eval": [], "checkpoints": []}, bars
     assert select_main(select_args(str(one))) == 0
     assert eval_main(eval_args(str(one))) == 0
 

@@ -5,7 +5,8 @@ PTX and Triton's bundled ``ptxas`` assembles the cubin. This module does that fo
 dispatcher (:func:`healtrl.kernels.triton_fused.default_config` and the launch sites in ``triton_fused``) can launch
 on a GPU, and reads what ``ptxas -v`` reports (registers per thread, stack frame, spill stores/loads), the shared
 memory Triton requests, and which data-movement instructions the PTX uses (``cp.async``, TMA ``cp.async.bulk``,
-``wgmma``). :func:`occupancy` turns these into the resident warps per SM they allow.
+``wgmma``), and whether the K loop's loads are pipelined (:func:`k_loop_async`: asynchronous copies issued inside
+the loop that holds the MMA). :func:`occupancy` turns these into the resident warps per SM they allow.
 
 Everything here is compile-time evidence: it says a kernel assembles for a target, whether it spills and how many
 warps can be resident, not how fast it runs. The arguments are specialized as Triton's JIT specializes a real
@@ -83,6 +84,7 @@ class Resources:
     cp_async: bool  # Ampere-style asynchronous global -> shared copies in the PTX
     tma: bool  # Hopper tensor-memory-accelerator bulk copies in the PTX
     wgmma: bool  # Hopper warp-group MMA in the PTX
+    k_loop_async: bool = False  # asynchronous copies (cp.async / TMA) inside the K loop: its loads are pipelined
 
     @property
     def spills(self) -> bool:
@@ -93,17 +95,19 @@ class Resources:
         return self.cp_async or self.tma
 
 
-def dispatcher_variants(dtypes: tuple[str, ...] = ("bf16", "fp16", "fp32")) -> list[Variant]:
-    """Every (kernel, dtype, constexpr flags, config) the dispatcher can launch on a CUDA device.
+def dispatcher_variants(capability: int, dtypes: tuple[str, ...] = ("bf16", "fp16", "fp32")) -> list[Variant]:
+    """Every (kernel, dtype, constexpr flags, config) the dispatcher can launch on a CUDA device of ``capability``.
 
-    On CUDA ``IEEE`` is ``dtype == fp32`` and ``DOT_F32`` is False (it is an interpreter-only workaround); the
-    backward always has ``B`` and has ``A`` (entropy gradient) and/or ``C`` (log-prob gradient), never neither.
+    The configuration is ``default_config`` for that compute capability (it differs per architecture: fp32 on
+    sm_100 uses 3 pipeline stages). On CUDA ``IEEE`` is ``dtype == fp32`` and ``DOT_F32`` is False (it is an
+    interpreter-only workaround); the backward always has ``B`` and has ``A`` (entropy gradient) and/or ``C``
+    (log-prob gradient), never neither.
     """
     from .triton_fused import default_config
 
     out = []
     for dt in dtypes:
-        cfg = default_config(torch.device("cuda"), _DTYPES[dt])
+        cfg = default_config(torch.device("cuda"), _DTYPES[dt], capability)
         fwd_cfg = tuple((k, cfg[k]) for k in ("BLOCK_N", "BLOCK_V", "BLOCK_K", "num_warps", "num_stages"))
         bwd_cfg = fwd_cfg + (("GROUP", cfg["GROUP"]),)
         for bias in (False, True):
@@ -223,6 +227,64 @@ def ptxas_supports(capability: int) -> bool:
     return res.returncode == 0
 
 
+# LLVM's verbose-asm block annotations in Triton's PTX: a block starts at a label or a "// %bb.N:" line; its loop
+# is named in the comment on that line or the comment lines right after it
+_BLOCK_START = re.compile(r"^(?:\$L__BB(\d+_\d+):|// %bb\.\d+:)(.*)$")
+_LOOP_HEADER = re.compile(r"=>\s*This (?:Inner )?Loop Header: Depth=(\d+)")
+_IN_LOOP = re.compile(r"in Loop: Header=BB(\d+_\d+) Depth=(\d+)")
+_MMA = re.compile(r"\b(?:wgmma\.mma_async|mma\.sync|tcgen05\.mma)\b")
+_ASYNC_COPY = re.compile(r"\bcp\.async\.(?:ca|cg|bulk)\.")
+
+
+def loop_bodies(ptx: str) -> dict[str, tuple[int, list[str]]]:
+    """``{header: (depth, instructions)}`` of the loops in ``ptx``: each loop's own blocks, not its child loops'.
+
+    Read from the loop annotations LLVM writes into the PTX (``=>This Loop Header: Depth=1``,
+    ``in Loop: Header=BB0_4 Depth=2``), so a rotated loop whose blocks are laid out apart is still one loop.
+    """
+    loops: dict[str, tuple[int, list[str]]] = {}
+    label, loop, in_head = None, None, False
+    for raw in ptx.splitlines():
+        line = raw.strip()
+        start = _BLOCK_START.match(line)
+        comment = None
+        if start:
+            label, loop, in_head, comment = start.group(1), None, True, start.group(2)
+        elif in_head and line.startswith("//"):
+            comment = line
+        else:
+            in_head = False
+        if comment is not None:
+            if loop is None and (hdr := _LOOP_HEADER.search(comment)) and label is not None:
+                loop = label
+                loops.setdefault(loop, (int(hdr.group(1)), []))
+            elif loop is None and (inl := _IN_LOOP.search(comment)):
+                loop = inl.group(1)
+                loops.setdefault(loop, (int(inl.group(2)), []))
+            continue
+        if loop is not None and line and not line.startswith("//"):
+            loops[loop][1].append(line)
+    return loops
+
+
+def k_loop_async(ptx: str) -> bool:
+    """Whether the K loop of ``ptx`` issues asynchronous copies (``cp.async``, TMA ``cp.async.bulk``) itself.
+
+    The K loop is the deepest loop whose own blocks hold the MMA (``mma.sync``, ``wgmma``, ``tcgen05.mma``), or
+    without an MMA (fp32 products on FMA units) the deepest loop. Copies issued inside it load later K tiles while
+    the current one is multiplied: Triton's ``num_stages`` software pipeline. An unpipelined loop loads with plain
+    ``ld.global`` (or has asynchronous copies only before it, in the prologue), and this returns False; so it does
+    for PTX without loop annotations.
+    """
+    loops = loop_bodies(ptx)
+    with_mma = [v for v in loops.values() if any(_MMA.search(i) for i in v[1])]
+    candidates = with_mma or list(loops.values())
+    if not candidates:
+        return False
+    deepest = max(depth for depth, _ in candidates)
+    return all(any(_ASYNC_COPY.search(i) for i in body) for depth, body in candidates if depth == deepest)
+
+
 _PTXAS_USED = re.compile(r"Used (\d+) registers")
 _PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
@@ -265,11 +327,8 @@ def _ptxas_report(ptx: str, capability: int) -> dict:
     }
 
 
-def compile_variant(variant: Variant, capability: int) -> Resources:
-    """Compile ``variant`` for ``sm_<capability>`` (no GPU needed) and read its resource use.
-
-    Raises whatever Triton or ptxas raise on a compile error.
-    """
+def compile_ptx(variant: Variant, capability: int) -> tuple[str, int]:
+    """PTX of ``variant`` compiled for ``sm_<capability>`` and the dynamic shared memory (bytes) it launches with."""
     import triton
     from triton.backends.compiler import GPUTarget
 
@@ -279,7 +338,15 @@ def compile_variant(variant: Variant, capability: int) -> Resources:
         target=GPUTarget("cuda", capability, 32),
         options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]},
     )
-    ptx = kernel.asm["ptx"]
+    return kernel.asm["ptx"], int(kernel.metadata.shared)
+
+
+def compile_variant(variant: Variant, capability: int) -> Resources:
+    """Compile ``variant`` for ``sm_<capability>`` (no GPU needed) and read its resource use.
+
+    Raises whatever Triton or ptxas raise on a compile error.
+    """
+    ptx, shared = compile_ptx(variant, capability)
     rep = _ptxas_report(ptx, capability)
     return Resources(
         variant=variant,
@@ -288,11 +355,12 @@ def compile_variant(variant: Variant, capability: int) -> Resources:
         stack_bytes=rep["stack_bytes"],
         spill_stores=rep["spill_stores"],
         spill_loads=rep["spill_loads"],
-        shared_bytes=int(kernel.metadata.shared) + rep["static_smem"],
-        num_warps=cfg["num_warps"],
+        shared_bytes=shared + rep["static_smem"],
+        num_warps=variant.cfg["num_warps"],
         cp_async=re.search(r"\bcp\.async\.(ca|cg)\.", ptx) is not None,
         tma=re.search(r"\bcp\.async\.bulk\.", ptx) is not None,
         wgmma=re.search(r"\bwgmma\.", ptx) is not None,
+        k_loop_async=k_loop_async(ptx),
     )
 
 
@@ -319,10 +387,11 @@ def occupancy(res: Resources) -> dict:
     }
 
 
-def compile_all(variants: list[Variant], archs: tuple[int, ...] = ARCHS) -> Iterator[Resources]:
-    """:func:`compile_variant` over ``variants`` x ``archs`` (archs the bundled ptxas cannot target are skipped)."""
+def compile_all(archs: tuple[int, ...] = ARCHS) -> Iterator[Resources]:
+    """:func:`compile_variant` of every :func:`dispatcher_variants` of each arch (archs the bundled ptxas cannot
+    target are skipped)."""
     for cap in archs:
         if not ptxas_supports(cap):
             continue
-        for var in variants:
+        for var in dispatcher_variants(cap):
             yield compile_variant(var, cap)

@@ -272,8 +272,18 @@ def _dlogits_kernel(
     tl.store(ptrs, dz.to(d_ptr.dtype.element_ty), mask=row_mask[:, None] & col_mask[None, :])
 
 
-def default_config(device: torch.device, dtype: torch.dtype) -> dict:
-    """Block sizes and launch parameters (GPU defaults sized for Hopper; small blocks under the interpreter)."""
+def device_capability(device: torch.device) -> int:
+    """Compute capability of a CUDA ``device`` as one integer (``(9, 0)`` -> 90, ``(10, 0)`` -> 100)."""
+    major, minor = torch.cuda.get_device_capability(device)
+    return 10 * major + minor
+
+
+def default_config(device: torch.device, dtype: torch.dtype, capability: int | None = None) -> dict:
+    """Block sizes and launch parameters (GPU defaults sized for Hopper; small blocks under the interpreter).
+
+    ``capability``: the CUDA compute capability the launch targets (``10 * major + minor``); read from ``device``
+    when None. It changes one setting: fp32 on compute capability major >= 10 (Blackwell) uses 3 pipeline stages.
+    """
     if device.type != "cuda":  # interpreter: numpy does each block, fewer programs run faster
         return {
             "BLOCK_N": 32,
@@ -284,14 +294,19 @@ def default_config(device: torch.device, dtype: torch.dtype) -> dict:
             "num_stages": 1,
             "splits": None,
         }
+    if capability is None:
+        capability = device_capability(device)
     if dtype == torch.float32:  # fp32 tiles take twice the shared memory
+        # sm_100: with 2 stages, ptxas (Triton 3.9) holds the forward without power sums to 128 registers and it
+        # spills (48/32 B spill stores/loads); with 3 stages the same 64 x 128 x 32 tile uses 168 registers, no
+        # spills (benchmarks/results/kernel_resources.md). sm_80 / sm_90 keep 2 stages (no spills there).
         return {
             "BLOCK_N": 64,
             "BLOCK_V": 128,
             "BLOCK_K": 32,
             "GROUP": 8,
             "num_warps": 8,
-            "num_stages": 2,
+            "num_stages": 3 if capability >= 100 else 2,
             "splits": None,
         }
     # bf16/fp16: BLOCK_V = 64, not 128. Compiled with Triton 3.9's ptxas (healtrl.kernels.compile_check), a
