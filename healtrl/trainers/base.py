@@ -1,7 +1,8 @@
 """`EntropyGRPOTrainer`: TRL's `GRPOTrainer` with four levers that the method trainers of healtrl override.
 
-The levers (see DEVELOPERS.md) are hooks; the base implementation of each one is a no-op, and with all of them off
-the trainer reproduces TRL's loss, gradients and metrics exactly (`tests/test_parity.py` checks it against TRL).
+The levers (ARCHITECTURE.md, "The levers") are hooks; the base implementation of each one is a no-op, and with all of
+them off the trainer reproduces TRL's loss, gradients and metrics exactly (`tests/test_parity.py` checks it against
+TRL).
 
 1. `shape_advantages(advantages, batch)`: per-token advantage shaping. Runs after the policy forward of the training
    loss and before TRL reads `inputs["advantages"]`, so a method can weight each token by statistics of the policy that
