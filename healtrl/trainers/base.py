@@ -675,6 +675,31 @@ class EntropyGRPOTrainer(TRLBoundary):
         names += [getattr(self.args, name, None) for name in self._card_dataset_fields]
         return [name for name in names if name]
 
+    def _card_model_name(self, model_name: str | None) -> str:
+        if model_name is not None:
+            return model_name
+        # as TRL's `_save_checkpoint` and transformers' `push_to_hub` name it
+        hub_id = self.args.hub_model_id
+        return hub_id.split("/")[-1] if hub_id else os.path.basename(os.path.normpath(self.args.output_dir))
+
+    def save_curves(self, directory: str, model_name: str | None = None) -> str | None:
+        """Draw `curves.png`, entropy and reward of `state.log_history` against the step, into `directory`.
+
+        The one place a run's curves are drawn: the model card embeds them (`save_model`, checkpoints, `push_to_hub`),
+        and the command line calls it only when it saves no final model. Titled `<method>: <model_name>` (the card's
+        title, by default the name of `args.hub_model_id`, else of the output folder).
+
+        Returns:
+            The path of the image, or None (no file written) when neither entropy nor reward was logged.
+        """
+        from ..plotting import DEFAULT_PANELS, curve, plot_curves
+
+        history = self.state.log_history
+        if not any(curve(history, keys)[1] for keys in DEFAULT_PANELS.values()):
+            return None
+        title = f"{self.model_card_method()['name']}: {self._card_model_name(model_name)}"
+        return plot_curves(history, os.path.join(directory, CURVES_IMAGE), title=title)
+
     def _write_model_card(self, directory: str, model_name=None, dataset_name=None, tags=None) -> str:
         """Write README.md (and curves.png, when entropy or reward were logged) into `directory`; returns the card."""
         from accelerate.utils import is_peft_model
@@ -684,12 +709,9 @@ class EntropyGRPOTrainer(TRLBoundary):
 
         from .._version import __version__ as healtrl_version
         from ..model_card import build_model_card, read_eval_results
-        from ..plotting import DEFAULT_PANELS, curve, plot_curves
 
         method = self.model_card_method()
-        if model_name is None:  # as TRL's `_save_checkpoint` and transformers' `push_to_hub` name it
-            hub_id = self.args.hub_model_id
-            model_name = hub_id.split("/")[-1] if hub_id else os.path.basename(os.path.normpath(self.args.output_dir))
+        model_name = self._card_model_name(model_name)
         if tags is None:
             tags = []
         elif isinstance(tags, str):
@@ -706,10 +728,7 @@ class EntropyGRPOTrainer(TRLBoundary):
 
         os.makedirs(directory, exist_ok=True)
         history = self.state.log_history
-        curves = None
-        if any(curve(history, keys)[1] for keys in DEFAULT_PANELS.values()):
-            plot_curves(history, os.path.join(directory, CURVES_IMAGE), title=f"{method['name']}: {model_name}")
-            curves = CURVES_IMAGE
+        curves = CURVES_IMAGE if self.save_curves(directory, model_name) else None
         entropy_image = write_entropy_summary(self.args.output_dir, directory)  # from the views of inspect_every_steps
         versions = {
             "healtrl": healtrl_version,
