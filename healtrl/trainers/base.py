@@ -13,6 +13,10 @@ TRL).
    turns rewards into advantages. Each column is logged by TRL as its own `rewards/<name>/mean`.
 4. `mix_datasets(train_dataset, args)` and `train_sampler(dataset)`: data mixing and selection.
 
+Around the training loop: `optimizer_step_end(step_stats)` after each optimizer step (the entropy controllers),
+`before_training(resume_checkpoint)` once before TRL's training loop starts (AER's initial-entropy estimate), and
+`method_state` / `load_method_state` for what a checkpoint carries; no method overrides `train`.
+
 Beside the levers, the TRL boundary (`_trl.py`, which this class derives from) offers hooks for what a method computes
 around generation: `rollout_columns` (per-completion columns from the gathered rewards, e.g. AER's group accuracy),
 `finish_generation_batch` (the local batch after scoring, e.g. OPEFO's whole-batch statistics), `generate_rollouts`
@@ -566,6 +570,14 @@ class EntropyGRPOTrainer(TRLBoundary):
         """
         return None
 
+    def before_training(self, resume_checkpoint: str | None) -> None:
+        """Hook: called by `train` on every process, once per call, just before TRL's training loop starts.
+
+        The checkpoint to resume from is resolved and checked by then, but nothing is loaded from it yet (weights,
+        optimizer, `load_method_state`). `resume_checkpoint` is its folder, or None for a fresh run. The base does
+        nothing; AER estimates its initial entropy here (`initial_entropy_prompts`). Methods use it instead of
+        overriding `train`."""
+
     def method_state(self) -> dict[str, Any]:
         """JSON-serialisable state of the method (coefficients, schedules) saved with every checkpoint."""
         return {}
@@ -805,7 +817,7 @@ class EntropyGRPOTrainer(TRLBoundary):
     # ------------------------------------------------------------------------------------------------------------
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, ignore_keys_for_eval=None, **kwargs):
-        """`transformers.Trainer.train`, with crash-safe resume (`healtrl.checkpoints`).
+        """`transformers.Trainer.train`, with crash-safe resume (`healtrl.checkpoints`) and the `before_training` hook.
 
         Args:
             resume_from_checkpoint (`str` or `bool`, *optional*):
@@ -824,6 +836,7 @@ class EntropyGRPOTrainer(TRLBoundary):
                     RuntimeWarning,
                     stacklevel=2,
                 )
+        self.before_training(checkpoint)
         return super().train(
             resume_from_checkpoint=checkpoint, trial=trial, ignore_keys_for_eval=ignore_keys_for_eval, **kwargs
         )
