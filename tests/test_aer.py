@@ -153,6 +153,30 @@ def test_initial_entropy_estimated_before_training(tmp_path):
     assert trainer.initial_entropy != pytest.approx(steps_of(hist, "aer/entropy")[1], rel=1e-9)
 
 
+def test_initial_entropy_estimated_before_a_fresh_run_only(tmp_path, monkeypatch):
+    """The base trainer's `before_training` hook (AER overrides no TRL method) estimates H0 once, before TRL's training
+    loop of a fresh run; a resumed run takes H0 from the checkpoint's method state instead."""
+    calls = []
+    estimate = AERTrainer.estimate_initial_entropy
+
+    def recording(self, num_prompts):
+        calls.append((self, self.state.global_step, len(self.state.log_history)))
+        return estimate(self, num_prompts)
+
+    monkeypatch.setattr(AERTrainer, "estimate_initial_entropy", recording)
+    cfg = dict(max_steps=2, initial_entropy_prompts=8)
+    full = build_trainer(AERTrainer, AERConfig, tmp_path / "full", save_strategy="steps", save_steps=1, **cfg)
+    full.train()
+    assert calls == [(full, 0, 0)] and full.initial_entropy is not None
+    resumed = build_trainer(AERTrainer, AERConfig, tmp_path / "resumed", save_strategy="no", **cfg)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "checkpoint-1"))
+    assert len(calls) == 1 and resumed.initial_entropy == full.initial_entropy
+    # `false` names no checkpoint (healtrl.checkpoints.NO_RESUME): a fresh run, which estimates H0
+    fresh = build_trainer(AERTrainer, AERConfig, tmp_path / "fresh", save_strategy="no", **dict(cfg, max_steps=1))
+    fresh.train(resume_from_checkpoint="false")
+    assert calls[1:] == [(fresh, 0, 0)] and fresh.initial_entropy == pytest.approx(full.initial_entropy)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Invalid settings
 # ---------------------------------------------------------------------------------------------------------------

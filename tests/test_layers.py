@@ -11,13 +11,15 @@ that may import each other, `|` modules that must not):
     functional | kernels                           the math and the fused LM head
     _compat : _prompts : _distributed : ...        small helpers every layer may use
 
-The root `healtrl/__init__.py` (the public API) imports the trainers and is in no layer. Imports inside functions
-count: grimp, which import-linter uses, reads every import statement of a module.
+The root `healtrl/__init__.py` (the public API) imports the trainers and is in no layer; every other top-level module
+and subpackage is in one (import-linter checks nothing about a module the contract does not name). Imports inside
+functions count: grimp, which import-linter uses, reads every import statement of a module.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import textwrap
@@ -116,20 +118,50 @@ def test_layers_contract_is_kept():
     assert "1 kept, 0 broken" in output
 
 
-def test_layers_contract_catches_an_upward_import(tmp_path):
-    """The contract, pointed at a copy of the package in which a trainer imports the evaluation layer, breaks."""
-    import shutil
-
+def _importlinter_config() -> dict:
+    """The `[tool.importlinter]` table of pyproject.toml."""
     try:
         import tomllib
     except ImportError:  # Python 3.10
         tomllib = pytest.importorskip("tomli")
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+
+
+def modules_outside_layers(package: Path, contracts: list[dict]) -> list[str]:
+    """The top-level modules and subpackages of `package` (its root `__init__.py` aside) that no layers contract names:
+    import-linter checks nothing about them, so a module left out of every layer may import any layer."""
+    named = {
+        name.strip() for contract in contracts for layer in contract["layers"] for name in re.split(r"[:|]", layer)
+    }
+    top = [path.stem for path in package.glob("*.py") if path.name != "__init__.py"]
+    top += [path.name for path in package.iterdir() if (path / "__init__.py").is_file()]
+    return sorted(name for name in top if name not in named)
+
+
+def test_every_module_is_in_a_layer():
+    outside = modules_outside_layers(PACKAGE, _importlinter_config()["contracts"])
+    assert not outside, "modules in no layer of pyproject.toml's [tool.importlinter] contract: " + ", ".join(outside)
+
+
+def test_module_outside_the_layers_is_found(tmp_path):
+    (tmp_path / "sub").mkdir()
+    for name in ("__init__.py", "a.py", "b.py", "sub/__init__.py"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "data").mkdir()  # a folder without __init__.py (package data) is no module
+    contracts = [{"layers": ["a", "sub | other"]}]
+    assert modules_outside_layers(tmp_path, contracts) == ["b"]
+    assert modules_outside_layers(tmp_path, [{"layers": ["a : b", "sub"]}]) == []
+
+
+def test_layers_contract_catches_an_upward_import(tmp_path):
+    """The contract, pointed at a copy of the package in which a trainer imports the evaluation layer, breaks."""
+    import shutil
 
     copy = tmp_path / "healtrl"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     target = copy / "trainers" / "posadv.py"
     target.write_text(target.read_text() + "\n\ndef _upward():\n    from healtrl import evaluation  # noqa\n")
-    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    config = _importlinter_config()
     lines = ["[importlinter]", f"root_package = {config['root_package']}"]
     for i, contract in enumerate(config["contracts"]):
         lines.append(f"[importlinter:contract:{i}]")

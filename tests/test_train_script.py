@@ -88,18 +88,46 @@ def test_train_script_end_to_end(toy_model, tmp_path):
     assert "learning_rate: 0.001" in config and "max_steps: 3" in config
 
 
-def test_healtrl_train_with_lora_config(toy_model, tmp_path, restore_threads, capsys):
+@pytest.fixture
+def curve_draws(monkeypatch):
+    """Every `plot_curves` call of the test as (path, title); the figures are still drawn."""
+    import healtrl.plotting
+
+    draws, plot_curves = [], healtrl.plotting.plot_curves
+
+    def recording(runs, path, panels=None, title=None):
+        draws.append((Path(path), title))
+        return plot_curves(runs, path, panels=panels, title=title)
+
+    monkeypatch.setattr(healtrl.plotting, "plot_curves", recording)
+    return draws
+
+
+def test_healtrl_train_with_lora_config(toy_model, tmp_path, restore_threads, capsys, curve_draws):
     out = tmp_path / "lora"
     code = main(["train", *QUICK, "--config", "configs/toy_grpo_lora.yaml", "--output_dir", str(out)])
     assert code == 0
     assert (out / "adapter_config.json").exists() and (out / "adapter_model.safetensors").exists()
     assert (out / "curves.png").read_bytes()[:8] == PNG_SIGNATURE
+    # drawn once, by the trainer's save_model with the model card, under the card's title
+    assert curve_draws == [(out / "curves.png", "GRPO: lora")]
+    assert "![curves](curves.png)" in (out / "README.md").read_text()
     assert len([e for e in read_history(out) if "entropy" in e]) == 3
     assert str(out) in capsys.readouterr().out
 
     from peft import AutoPeftModelForCausalLM
 
     AutoPeftModelForCausalLM.from_pretrained(out)
+
+
+def test_curves_without_a_final_model(toy_model, tmp_path, restore_threads, capsys, curve_draws):
+    """save_final_model: false saves no model card; the command line has the trainer draw curves.png, once."""
+    out = tmp_path / "nomodel"
+    assert main(["train", *QUICK, "--save_final_model", "false", "--output_dir", str(out)]) == 0
+    assert not (out / "model.safetensors").exists() and not (out / "README.md").exists()
+    assert (out / "curves.png").read_bytes()[:8] == PNG_SIGNATURE
+    assert curve_draws == [(out / "curves.png", "GRPO: nomodel")]
+    assert "curves.png" in capsys.readouterr().out
 
 
 def test_config_errors_exit_with_a_message(capsys):

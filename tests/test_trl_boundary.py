@@ -14,6 +14,10 @@ them
     (`trl_utils._ChunkedLogProbFunction`), or
 (e) spells such a private attribute as a string for `getattr` / `setattr` / `hasattr` / `delattr`.
 
+Stricter for the method files (`healtrl/trainers/{aer,posadv,opefo,heal,baselines}.py`): they override no method of
+`trl.GRPOTrainer` at all, public or private, but `__init__` (`train`, `log`, `compute_loss`, ...); a method is the
+hooks of `EntropyGRPOTrainer` and `TRLBoundary` (the levers, `before_training`, `optimizer_step_end`, ...).
+
 `benchmarks/` is left out: its timing scripts wrap TRL's private methods on purpose, to time TRL itself. Class-body
 assignments (`_name = "AER"`, `_paper`, `_tag_names`: the model-card attributes every TRL trainer subclass sets) are
 not flagged; reading them on an instance goes through the boundary's `card_name` / `card_paper` / `card_tags`.
@@ -37,6 +41,9 @@ BOUNDARY = REPO / "healtrl" / "trainers" / "_trl.py"
 # `benchmarks/` is not scanned: its timing scripts instrument TRL's private methods on purpose (they time TRL itself).
 SCANNED = (REPO / "healtrl",)
 EXTERNAL = ("trl", "transformers")
+METHOD_FILES = tuple(
+    REPO / "healtrl" / "trainers" / f"{name}.py" for name in ("aer", "posadv", "opefo", "heal", "baselines")
+)
 
 
 def _private(name: str) -> bool:
@@ -235,3 +242,73 @@ def test_own_private_helpers_pass(tmp_path, private_names):
     # A module-level function named like a TRL method is not an override.
     (tmp_path / "helper.py").write_text("def _tokenize_prompts(tokenizer, prompts):\n    return prompts\n")
     assert scan([tmp_path], private_names) == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Method files override no TRL method, public or private, but __init__
+# ---------------------------------------------------------------------------------------------------------------
+def trl_method_names() -> frozenset[str]:
+    """Every attribute of `trl.GRPOTrainer` (its own and inherited, public and private), `__init__` aside."""
+    import trl
+
+    return frozenset(dir(trl.GRPOTrainer)) - {"__init__"}
+
+
+def trl_overrides(source: str, filename: str, names: frozenset[str]) -> list[str]:
+    """Every method of a class in `source` named like an attribute in `names`, as `file:line: Class.method`."""
+    return [
+        f"{filename}:{item.lineno}: {node.name}.{item.name} overrides GRPOTrainer.{item.name}"
+        for node in ast.walk(ast.parse(source, filename=filename))
+        if isinstance(node, ast.ClassDef)
+        for item in node.body
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in names
+    ]
+
+
+def test_method_files_override_no_trl_method():
+    names = trl_method_names()
+    assert {"train", "log", "compute_loss", "_compute_loss", "save_model"} <= names and "__init__" not in names
+    found = []
+    for path in METHOD_FILES:
+        assert path.exists(), path
+        found += trl_overrides(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)), names)
+    assert not found, (
+        "a method file overrides a method of trl.GRPOTrainer; use a hook of EntropyGRPOTrainer or TRLBoundary "
+        "(the levers, before_training, optimizer_step_end, rollout_columns, ...) or add one there:\n" + "\n".join(found)
+    )
+
+
+def test_override_check_finds_planted_violations():
+    source = textwrap.dedent(
+        """\
+        class MyConfig:
+            def __post_init__(self):
+                pass
+
+        class MyTrainer(EntropyGRPOTrainer):
+            def __init__(self, model, **kwargs):
+                super().__init__(model, **kwargs)
+
+            def before_training(self, resume_checkpoint):
+                pass
+
+            def extra_loss(self, batch):
+                return None
+
+            def train(self, *args, **kwargs):
+                return super().train(*args, **kwargs)
+
+            @property
+            def is_world_process_zero(self):
+                return True
+
+            def _prepare_inputs(self, inputs):
+                return inputs
+        """
+    )
+    found = trl_overrides(source, "planted.py", trl_method_names())
+    assert [line.split(": ", 1)[1] for line in found] == [
+        "MyTrainer.train overrides GRPOTrainer.train",
+        "MyTrainer.is_world_process_zero overrides GRPOTrainer.is_world_process_zero",
+        "MyTrainer._prepare_inputs overrides GRPOTrainer._prepare_inputs",
+    ]

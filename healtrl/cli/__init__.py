@@ -17,7 +17,7 @@ A training run parses the config (`healtrl.cli.config`), resolves the model name
 
 * the final model (or LoRA adapter, with `use_peft`) and tokenizer,
 * `metrics.jsonl`: `trainer.state.log_history`, one JSON object per line,
-* `curves.png`: entropy and reward against the step (`healtrl.plotting.plot_curves`),
+* `curves.png`: entropy and reward against the step, drawn by the trainer (`save_curves`) with its model card,
 * `config.yaml`: the explicitly set keys, which reproduce the run with `--config`.
 
 With `eval_tasks` set, `healtrl.evaluation.PeriodicEvalCallback` evaluates the policy on those tasks every

@@ -39,7 +39,8 @@ PLOT_FILE = "heal_vs_grpo.png"
 SUMMARY_WINDOW = 10
 """Logged steps averaged in the summary table (with logging_steps 5: the last 50 optimizer steps)."""
 
-# Keep in sync with configs/main_select.yaml (tests/test_main_job.py checks that both parse to the same values).
+# Step 1 of the main job, the data selection: healtrl/configs/main_select.yaml, shipped once as package data (the
+# repository's configs/ links to it); select_toy.yaml with the main job's output_dir (tests/test_main_job.py checks).
 MAIN_SELECT_YAML = shipped_config("main_select.yaml")
 
 # Panel title -> log keys, first present wins: HEAL logs its target-domain rollouts separately; every GRPO rollout is

@@ -73,17 +73,17 @@ def _load_tokenizer(model_path: str, model_args, trainer_args):
     return tokenizer
 
 
-def write_run_files(trainer, resolved: ResolvedConfig, output_dir: str) -> None:
-    """metrics.jsonl, curves.png and config.yaml (main process only)."""
-    from healtrl.plotting import plot_curves
+def write_run_files(trainer, resolved: ResolvedConfig, output_dir: str, draw_curves: bool) -> None:
+    """metrics.jsonl and config.yaml (main process only), and with `draw_curves` curves.png.
 
+    The trainer draws curves.png with its model card (`save_model`); set `draw_curves` when no final model was
+    saved (`save_final_model: false`, a run the divergence guard stopped), and the trainer draws it here instead."""
     os.makedirs(output_dir, exist_ok=True)
-    history = trainer.state.log_history
     with open(os.path.join(output_dir, METRICS_FILE), "w") as f:
-        for entry in history:
+        for entry in trainer.state.log_history:
             f.write(json.dumps(entry) + "\n")
-    title = f"{resolved.trainer_name}: {resolved.model_args.model_name_or_path} on {resolved.script_args.dataset_name}"
-    plot_curves(history, os.path.join(output_dir, CURVES_FILE), title=title)
+    if draw_curves:
+        trainer.save_curves(output_dir)
     write_config_file(resolved, output_dir)
 
 
@@ -182,7 +182,7 @@ def run_training(resolved: ResolvedConfig):
         trainer.train(resume_from_checkpoint=resume)
     except DivergenceError:
         if trainer.is_world_process_zero():  # the history up to the step that tripped the guard
-            write_run_files(trainer, resolved, trainer_args.output_dir)
+            write_run_files(trainer, resolved, trainer_args.output_dir, draw_curves=True)
         raise
 
     output_dir = trainer_args.output_dir
@@ -191,11 +191,10 @@ def run_training(resolved: ResolvedConfig):
     if trainer.is_world_process_zero():
         if script_args.save_final_model:
             tokenizer.save_pretrained(output_dir)
-        write_run_files(trainer, resolved, output_dir)
+        write_run_files(trainer, resolved, output_dir, draw_curves=not script_args.save_final_model)
         saved = "model, tokenizer, " if script_args.save_final_model else ""
-        print(
-            f"\nDone. Output folder: {os.path.abspath(output_dir)} ({saved}{METRICS_FILE}, {CURVES_FILE}, {CONFIG_FILE})"
-        )
+        curves = f"{CURVES_FILE}, " if os.path.isfile(os.path.join(output_dir, CURVES_FILE)) else ""
+        print(f"\nDone. Output folder: {os.path.abspath(output_dir)} ({saved}{METRICS_FILE}, {curves}{CONFIG_FILE})")
     trainer.accelerator.wait_for_everyone()
     return trainer
 

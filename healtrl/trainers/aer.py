@@ -322,11 +322,10 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         self.log_metric("aer/initial_entropy", self.initial_entropy)
 
     # -- C2 option: H0 estimated before training --------------------------------------------------------------------
-    def train(self, *args, **kwargs):
-        resuming = bool(kwargs.get("resume_from_checkpoint") or (args and args[0]))
-        if self.initial_entropy is None and self.args.initial_entropy_prompts > 0 and not resuming:
+    def before_training(self, resume_checkpoint: str | None) -> None:
+        # A resumed run takes H0 from the checkpoint's method state, loaded after this hook.
+        if self.initial_entropy is None and self.args.initial_entropy_prompts > 0 and resume_checkpoint is None:
             self.initial_entropy = self.estimate_initial_entropy(self.args.initial_entropy_prompts)
-        return super().train(*args, **kwargs)
 
     @torch.no_grad()
     def estimate_initial_entropy(self, num_prompts: int) -> float:

@@ -1,7 +1,8 @@
 """`EntropyGRPOTrainer`: TRL's `GRPOTrainer` with four levers that the method trainers of healtrl override.
 
-The levers (see DEVELOPERS.md) are hooks; the base implementation of each one is a no-op, and with all of them off
-the trainer reproduces TRL's loss, gradients and metrics exactly (`tests/test_parity.py` checks it against TRL).
+The levers (ARCHITECTURE.md, "The levers") are hooks; the base implementation of each one is a no-op, and with all of
+them off the trainer reproduces TRL's loss, gradients and metrics exactly (`tests/test_parity.py` checks it against
+TRL).
 
 1. `shape_advantages(advantages, batch)`: per-token advantage shaping. Runs after the policy forward of the training
    loss and before TRL reads `inputs["advantages"]`, so a method can weight each token by statistics of the policy that
@@ -11,6 +12,10 @@ the trainer reproduces TRL's loss, gradients and metrics exactly (`tests/test_pa
 3. `augment_rewards(rollouts)`: extra reward columns computed from the whole (gathered) rollout batch, before TRL
    turns rewards into advantages. Each column is logged by TRL as its own `rewards/<name>/mean`.
 4. `mix_datasets(train_dataset, args)` and `train_sampler(dataset)`: data mixing and selection.
+
+Around the training loop: `optimizer_step_end(step_stats)` after each optimizer step (the entropy controllers),
+`before_training(resume_checkpoint)` once before TRL's training loop starts (AER's initial-entropy estimate), and
+`method_state` / `load_method_state` for what a checkpoint carries; no method overrides `train`.
 
 Beside the levers, the TRL boundary (`_trl.py`, which this class derives from) offers hooks for what a method computes
 around generation: `rollout_columns` (per-completion columns from the gathered rewards, e.g. AER's group accuracy),
@@ -566,6 +571,14 @@ class EntropyGRPOTrainer(TRLBoundary):
         """
         return None
 
+    def before_training(self, resume_checkpoint: str | None) -> None:
+        """Hook: called by `train` on every process, once per call, just before TRL's training loop starts.
+
+        The checkpoint to resume from is resolved and checked by then, but nothing is loaded from it yet (weights,
+        optimizer, `load_method_state`). `resume_checkpoint` is its folder, or None for a fresh run. The base does
+        nothing; AER estimates its initial entropy here (`initial_entropy_prompts`). Methods use it instead of
+        overriding `train`."""
+
     def method_state(self) -> dict[str, Any]:
         """JSON-serialisable state of the method (coefficients, schedules) saved with every checkpoint."""
         return {}
@@ -675,6 +688,31 @@ class EntropyGRPOTrainer(TRLBoundary):
         names += [getattr(self.args, name, None) for name in self._card_dataset_fields]
         return [name for name in names if name]
 
+    def _card_model_name(self, model_name: str | None) -> str:
+        if model_name is not None:
+            return model_name
+        # as TRL's `_save_checkpoint` and transformers' `push_to_hub` name it
+        hub_id = self.args.hub_model_id
+        return hub_id.split("/")[-1] if hub_id else os.path.basename(os.path.normpath(self.args.output_dir))
+
+    def save_curves(self, directory: str, model_name: str | None = None) -> str | None:
+        """Draw `curves.png`, entropy and reward of `state.log_history` against the step, into `directory`.
+
+        The one place a run's curves are drawn: the model card embeds them (`save_model`, checkpoints, `push_to_hub`),
+        and the command line calls it only when it saves no final model. Titled `<method>: <model_name>` (the card's
+        title, by default the name of `args.hub_model_id`, else of the output folder).
+
+        Returns:
+            The path of the image, or None (no file written) when neither entropy nor reward was logged.
+        """
+        from ..plotting import DEFAULT_PANELS, curve, plot_curves
+
+        history = self.state.log_history
+        if not any(curve(history, keys)[1] for keys in DEFAULT_PANELS.values()):
+            return None
+        title = f"{self.model_card_method()['name']}: {self._card_model_name(model_name)}"
+        return plot_curves(history, os.path.join(directory, CURVES_IMAGE), title=title)
+
     def _write_model_card(self, directory: str, model_name=None, dataset_name=None, tags=None) -> str:
         """Write README.md (and curves.png, when entropy or reward were logged) into `directory`; returns the card."""
         from accelerate.utils import is_peft_model
@@ -684,12 +722,9 @@ class EntropyGRPOTrainer(TRLBoundary):
 
         from .._version import __version__ as healtrl_version
         from ..model_card import build_model_card, read_eval_results
-        from ..plotting import DEFAULT_PANELS, curve, plot_curves
 
         method = self.model_card_method()
-        if model_name is None:  # as TRL's `_save_checkpoint` and transformers' `push_to_hub` name it
-            hub_id = self.args.hub_model_id
-            model_name = hub_id.split("/")[-1] if hub_id else os.path.basename(os.path.normpath(self.args.output_dir))
+        model_name = self._card_model_name(model_name)
         if tags is None:
             tags = []
         elif isinstance(tags, str):
@@ -706,10 +741,7 @@ class EntropyGRPOTrainer(TRLBoundary):
 
         os.makedirs(directory, exist_ok=True)
         history = self.state.log_history
-        curves = None
-        if any(curve(history, keys)[1] for keys in DEFAULT_PANELS.values()):
-            plot_curves(history, os.path.join(directory, CURVES_IMAGE), title=f"{method['name']}: {model_name}")
-            curves = CURVES_IMAGE
+        curves = CURVES_IMAGE if self.save_curves(directory, model_name) else None
         entropy_image = write_entropy_summary(self.args.output_dir, directory)  # from the views of inspect_every_steps
         versions = {
             "healtrl": healtrl_version,
@@ -786,7 +818,7 @@ class EntropyGRPOTrainer(TRLBoundary):
     # ------------------------------------------------------------------------------------------------------------
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, ignore_keys_for_eval=None, **kwargs):
-        """`transformers.Trainer.train`, with crash-safe resume (`healtrl.checkpoints`).
+        """`transformers.Trainer.train`, with crash-safe resume (`healtrl.checkpoints`) and the `before_training` hook.
 
         Args:
             resume_from_checkpoint (`str` or `bool`, *optional*):
@@ -805,6 +837,7 @@ class EntropyGRPOTrainer(TRLBoundary):
                     RuntimeWarning,
                     stacklevel=2,
                 )
+        self.before_training(checkpoint)
         return super().train(
             resume_from_checkpoint=checkpoint, trial=trial, ignore_keys_for_eval=ignore_keys_for_eval, **kwargs
         )
