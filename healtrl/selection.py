@@ -30,8 +30,10 @@ same settings; changing the batch size (or the generator) on resumption keeps th
 exact samples of an uninterrupted run.
 
 Why this module is long: the selection is one resumable pipeline (prompts, rollouts, rewards, entropies,
-scores, the record store a killed run resumes from, the settings checks that name each option); its math is
-`healtrl.functional.selection`, its sampling `healtrl.generation`, its command line `healtrl.cli.select`.
+scores, the record store a killed run resumes from, the settings checks that name each option), which
+`select_general_data` runs as named steps in order (`_load_pool`, `_open_records`, `_score_pending`, `_top_k`,
+`_write_selection`); its math is `healtrl.functional.selection`, its sampling `healtrl.generation`, its command line
+`healtrl.cli.select`.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import random
 import shutil
 import string
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -531,179 +534,274 @@ def select_general_data(
     Returns:
         The selected `datasets.Dataset` (top K, sorted by score), also saved under `output_dir`.
     """
-    from tqdm.auto import tqdm
-
-    from healtrl.data import load_train_dataset
-    from healtrl.models import load_model_and_tokenizer, resolve_model_path
-
-    # ---------------------------------------------------------------------------- settings
-    _check_settings(**{k: v for k, v in locals().items() if k in _SETTING_CHECKS})
-    dtypes = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    options = _Options(**locals())  # first: here, locals() is exactly the arguments
+    _check_settings(**{name: getattr(options, name) for name in _SETTING_CHECKS})
     if use_vllm:
         from healtrl._compat import require
 
         require("vllm", "use_vllm=True (generation with vLLM)")
-
     # Under torchrun / accelerate launch the batches are shared (healtrl/_distributed.py): known before any loading, so
     # that only the main process shows the libraries' progress bars
     procs = processes()
+    pool = _load_pool(options)
+    records = _open_records(options, pool, procs)
+    if records.pending:
+        _score_pending(options, pool, records, procs)
+    selected = _top_k(pool, records, top_k)
+    if procs.is_main:  # the main process writes the selection, the others wait for it
+        _write_selection(selected, output_dir, hub_dataset_id, hub_private)
+    procs.barrier()
+    return selected
 
-    # ---------------------------------------------------------------------------- data
+
+# The steps of `select_general_data`, in the order it runs them.
+@dataclass(frozen=True)
+class _Options:
+    """The arguments of `select_general_data` as one value (their defaults and meaning: that function)."""
+
+    model: str
+    dataset: str
+    reward: str
+    output_dir: str
+    dataset_config: str | None
+    split: str
+    prompt_column: str | None
+    question_column: str | None
+    prompt_template: str | None
+    raw_prompt: bool
+    answer_column: str | None
+    correct_threshold: float
+    num_rollouts: int
+    top_k: int
+    top_fraction: float
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    batch_size: int
+    forward_batch_size: int | None
+    seed: int
+    max_questions: int | None
+    dtype: str
+    device: str | None
+    use_vllm: bool
+    vllm_gpu_memory_utilization: float
+    vllm_max_model_len: int | None
+    overwrite: bool
+    push_to_hub: bool
+    hub_dataset_id: str | None
+    hub_private: bool
+    progress: bool
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The loaded split, the rows scored (`indices`), and how a row becomes a prompt and the reward's columns."""
+
+    rows: object  # datasets.Dataset
+    indices: list[int]
+    build_prompt: _PromptBuilder
+    reward_func: Callable
+    reward_mapping: dict[str, str]
+
+
+def _load_pool(o: _Options) -> _Pool:
+    """Load the pool and check it against the options: enough questions for top K, the prompt, the reward's
+    columns, no column the selection adds."""
+    from healtrl.data import load_train_dataset
+
     try:
-        pool = load_train_dataset(dataset, dataset_config, split=split, seed=seed)
+        rows = load_train_dataset(o.dataset, o.dataset_config, split=o.split, seed=o.seed)
     except ValueError as exc:
         raise SelectionError(f"--dataset: {exc}") from None
-    indices = _pool_indices(len(pool), max_questions, seed)
-    if top_k > len(indices):
+    indices = _pool_indices(len(rows), o.max_questions, o.seed)
+    if o.top_k > len(indices):
         raise SelectionError(
-            f"--top_k {top_k} is larger than the pool ({len(indices)} questions"
-            f"{' after --max_questions' if max_questions else ''}). Lower --top_k or score more questions."
+            f"--top_k {o.top_k} is larger than the pool ({len(indices)} questions"
+            f"{' after --max_questions' if o.max_questions else ''}). Lower --top_k or score more questions."
         )
-    build_prompt = _PromptBuilder(pool.column_names, prompt_column, question_column, prompt_template, raw_prompt)
-    reward_func, reward_mapping = _reward_arguments(pool, reward, answer_column)
-    clashes = [c for c in (*SCORE_COLUMNS, INDEX_COLUMN) if c in pool.column_names]
+    build_prompt = _PromptBuilder(
+        rows.column_names, o.prompt_column, o.question_column, o.prompt_template, o.raw_prompt
+    )
+    reward_func, reward_mapping = _reward_arguments(rows, o.reward, o.answer_column)
+    clashes = [c for c in (*SCORE_COLUMNS, INDEX_COLUMN) if c in rows.column_names]
     if clashes:
         raise SelectionError(
             f"The pool already has the column(s) {clashes}, which the selection adds. Rename them in the data first."
         )
+    return _Pool(rows, indices, build_prompt, reward_func, reward_mapping)
 
-    settings = {
+
+@dataclass
+class _Records:
+    """The record store of a run: the finished records by question (`_score_pending` adds to them), the prompts of
+    the questions scored, and those still to score."""
+
+    store: _RecordStore
+    done: dict[int, dict]
+    prompts: dict[int, object]
+    pending: list[int]
+
+
+def _open_records(o: _Options, pool: _Pool, procs) -> _Records:
+    """Open (or start) the record store under `output_dir` on every process, and check its records against the pool."""
+    settings = {  # what determines the results: a resumed run must have the same
         "format": _FORMAT_VERSION,
-        "model": model,
-        "dtype": dtype,
-        "dataset": dataset,
-        "dataset_config": dataset_config,
-        "split": split,
-        "pool_size": len(pool),
-        "max_questions": max_questions,
-        "prompt_column": build_prompt.column,
-        "prompt_template": build_prompt.template,
-        "raw_prompt": raw_prompt,
-        "reward": reward,
-        "answer_column": answer_column,
-        "correct_threshold": correct_threshold,
-        "num_rollouts": num_rollouts,
-        "top_fraction": top_fraction,
-        "temperature": temperature,
-        "top_p": top_p,
-        "max_new_tokens": max_new_tokens,
-        "seed": seed,
+        "model": o.model,
+        "dtype": o.dtype,
+        "dataset": o.dataset,
+        "dataset_config": o.dataset_config,
+        "split": o.split,
+        "pool_size": len(pool.rows),
+        "max_questions": o.max_questions,
+        "prompt_column": pool.build_prompt.column,
+        "prompt_template": pool.build_prompt.template,
+        "raw_prompt": o.raw_prompt,
+        "reward": o.reward,
+        "answer_column": o.answer_column,
+        "correct_threshold": o.correct_threshold,
+        "num_rollouts": o.num_rollouts,
+        "top_fraction": o.top_fraction,
+        "temperature": o.temperature,
+        "top_p": o.top_p,
+        "max_new_tokens": o.max_new_tokens,
+        "seed": o.seed,
     }
     # The main process owns the folder (it overwrites, repairs and appends), the others read it once it is ready.
-    progress = progress and procs.is_main
     if procs.is_main:
-        store = _RecordStore(output_dir, settings, overwrite)
+        store = _RecordStore(o.output_dir, settings, o.overwrite)
         done = store.load()
     procs.barrier()
     if not procs.is_main:
-        store = _RecordStore(output_dir, settings, overwrite=False)
+        store = _RecordStore(o.output_dir, settings, overwrite=False)
         done = store.load()
-    prompts = {}
-    for i in indices:
-        prompts[i] = build_prompt(pool[i])
-    stray = sorted(set(done) - set(indices))
+    prompts = {i: pool.build_prompt(pool.rows[i]) for i in pool.indices}
+    stray = sorted(set(done) - set(pool.indices))
     changed = [i for i in done if i in prompts and done[i]["prompt_sha"] != _prompt_hash(prompts[i])]
     if stray or changed:
         raise SelectionError(
             f"The records in '{store.records_path}' do not match the pool (questions {(stray + changed)[:5]} differ): "
             "the data changed since they were written. Use a new --output_dir, or --overwrite."
         )
-    pending = [i for i in indices if i not in done]
+    return _Records(store, done, prompts, [i for i in pool.indices if i not in done])
 
-    # ---------------------------------------------------------------------------- score the missing questions
-    if pending:
-        if device is None:
-            device = procs.device()
-        policy, tokenizer = load_model_and_tokenizer(model, dtype=dtypes[dtype])
-        policy.to(device).eval()
-        if tokenizer.pad_token is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        # healtrl.generation's generators, as evaluation uses them; one `generate` call per batch of questions,
-        # seeded from its first question (transformers) or from each question (vLLM), so that batch size,
-        # processes and resumption do not change the samples.
-        settings = SamplingSettings(
-            k=num_rollouts,
-            temperature=temperature,
-            top_p=top_p,
-            top_k=0,  # TRL's default: no top-k truncation
-            max_new_tokens=max_new_tokens,
-            seed=seed,
-            batch_size=batch_size * num_rollouts,
-        )
-        try:
-            if use_vllm:
-                backend = VLLMGenerator(
-                    resolve_model_path(model),
-                    dtype=dtype,
-                    seed=seed,
-                    gpu_memory_utilization=vllm_gpu_memory_utilization,
-                    max_model_len=vllm_max_model_len,
-                    request_seed=lambda seed, index: _derive_seed(seed, "question", index),
-                    eos_ids=_eos_token_ids(policy, tokenizer),
-                    detokenize=False,
-                    feature="use_vllm=True (generation with vLLM)",
-                )
-            else:
-                backend = TransformersGenerator(
-                    policy, tokenizer, batch_seed=lambda seed, pos: _derive_seed(seed, "batch", pos // num_rollouts)
-                )
-        except ValueError as exc:  # no end-of-sequence token
-            raise SelectionError(str(exc)) from exc
 
-        def generator(batch: list[int], prompt_ids: list[list[int]]) -> list[list[list[int]]]:
-            groups = backend.generate(prompt_ids, settings, progress=False, indices=batch)
-            return [[c.token_ids for c in group] for group in groups]
+def _load_generator(o: _Options, procs):
+    """(policy, tokenizer, generator): the model for the entropy forward, and `generator(batch, prompt_ids)`, the
+    rollouts of a batch of questions ([question][rollout] -> token ids) from `healtrl.generation`."""
+    from healtrl.models import load_model_and_tokenizer, resolve_model_path
 
-        bar = tqdm(total=len(indices), initial=len(done), unit="question", desc="healtrl select", disable=not progress)
-        # Batches are cut from `pending` as in a single-process run and seeded from their first question, so each
-        # process scores every `world`-th one and the gathered records equal a single-process run's, in its order.
-        batches = [pending[start : start + batch_size] for start in range(0, len(pending), batch_size)]
-        for first in range(0, len(batches), procs.world):
-            unit = first + procs.rank
-            records = (
-                []
-                if unit >= len(batches)
-                else _score_batch(
-                    batches[unit],
-                    pool,
-                    prompts,
-                    tokenizer,
-                    policy,
-                    generator,
-                    reward_func,
-                    reward_mapping,
-                    num_rollouts=num_rollouts,
-                    temperature=temperature,
-                    correct_threshold=correct_threshold,
-                    top_fraction=top_fraction,
-                    forward_batch_size=forward_batch_size,
-                )
+    dtypes = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    policy, tokenizer = load_model_and_tokenizer(o.model, dtype=dtypes[o.dtype])
+    policy.to(o.device if o.device is not None else procs.device()).eval()
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    # healtrl.generation's generators, as evaluation uses them; one `generate` call per batch of questions,
+    # seeded from its first question (transformers) or from each question (vLLM), so that batch size,
+    # processes and resumption do not change the samples.
+    sampling = SamplingSettings(
+        k=o.num_rollouts,
+        temperature=o.temperature,
+        top_p=o.top_p,
+        top_k=0,  # TRL's default: no top-k truncation
+        max_new_tokens=o.max_new_tokens,
+        seed=o.seed,
+        batch_size=o.batch_size * o.num_rollouts,
+    )
+    try:
+        if o.use_vllm:
+            backend = VLLMGenerator(
+                resolve_model_path(o.model),
+                dtype=o.dtype,
+                seed=o.seed,
+                gpu_memory_utilization=o.vllm_gpu_memory_utilization,
+                max_model_len=o.vllm_max_model_len,
+                request_seed=lambda seed, index: _derive_seed(seed, "question", index),
+                eos_ids=_eos_token_ids(policy, tokenizer),
+                detokenize=False,
+                feature="use_vllm=True (generation with vLLM)",
             )
-            for gathered in procs.gather(records):  # rank order = batch order
-                for record in gathered:
-                    record["fingerprint"] = store.fingerprint
-                if procs.is_main and gathered:
-                    store.append(gathered)
-                for record in gathered:
-                    done[record["index"]] = record
-                bar.update(len(gathered))
-        bar.close()
+        else:
+            backend = TransformersGenerator(
+                policy, tokenizer, batch_seed=lambda seed, pos: _derive_seed(seed, "batch", pos // o.num_rollouts)
+            )
+    except ValueError as exc:  # no end-of-sequence token
+        raise SelectionError(str(exc)) from exc
 
-    # ---------------------------------------------------------------------------- top K
-    ranked = sorted((done[i] for i in indices), key=lambda r: (-r["score"], r["index"]))[:top_k]
+    def generator(batch: list[int], prompt_ids: list[list[int]]) -> list[list[list[int]]]:
+        groups = backend.generate(prompt_ids, sampling, progress=False, indices=batch)
+        return [[c.token_ids for c in group] for group in groups]
+
+    return policy, tokenizer, generator
+
+
+def _score_pending(o: _Options, pool: _Pool, records: _Records, procs) -> None:
+    """Score the pending questions batch by batch, shared among the processes; after every batch the main process
+    appends the gathered records to the store, and every process adds them to `records.done`."""
+    from tqdm.auto import tqdm
+
+    policy, tokenizer, generator = _load_generator(o, procs)
+    done = records.done
+    bar = tqdm(
+        total=len(pool.indices),
+        initial=len(done),
+        unit="question",
+        desc="healtrl select",
+        disable=not (o.progress and procs.is_main),
+    )
+    # Batches are cut from `pending` as in a single-process run and seeded from their first question, so each
+    # process scores every `world`-th one and the gathered records equal a single-process run's, in its order.
+    pending = records.pending
+    batches = [pending[start : start + o.batch_size] for start in range(0, len(pending), o.batch_size)]
+    for first in range(0, len(batches), procs.world):
+        unit = first + procs.rank
+        scored = (
+            []
+            if unit >= len(batches)
+            else _score_batch(
+                batches[unit],
+                pool.rows,
+                records.prompts,
+                tokenizer,
+                policy,
+                generator,
+                pool.reward_func,
+                pool.reward_mapping,
+                num_rollouts=o.num_rollouts,
+                temperature=o.temperature,
+                correct_threshold=o.correct_threshold,
+                top_fraction=o.top_fraction,
+                forward_batch_size=o.forward_batch_size,
+            )
+        )
+        for gathered in procs.gather(scored):  # rank order = batch order
+            for record in gathered:
+                record["fingerprint"] = records.store.fingerprint
+            if procs.is_main and gathered:
+                records.store.append(gathered)
+            for record in gathered:
+                done[record["index"]] = record
+            bar.update(len(gathered))
+    bar.close()
+
+
+def _top_k(pool: _Pool, records: _Records, top_k: int):
+    """The top-K rows by score (ties: lower index first), with the prompt, the reward's columns, the scores and the
+    pool index added (module docstring)."""
+    ranked = sorted((records.done[i] for i in pool.indices), key=lambda r: (-r["score"], r["index"]))[:top_k]
     chosen = [r["index"] for r in ranked]
-    selected = pool.select(chosen)
+    selected = pool.rows.select(chosen)
     if "prompt" not in selected.column_names:
-        selected = selected.add_column("prompt", [prompts[i] for i in chosen])
-    for name, column in reward_mapping.items():
+        selected = selected.add_column("prompt", [records.prompts[i] for i in chosen])
+    for name, column in pool.reward_mapping.items():
         if name not in selected.column_names:
             selected = selected.add_column(name, list(selected[column]))
     for name in SCORE_COLUMNS:
         selected = selected.add_column(name, [float(r[name]) for r in ranked])
-    selected = selected.add_column(INDEX_COLUMN, chosen)
-    if not procs.is_main:
-        procs.barrier()  # the main process writes the selection
-        return selected
+    return selected.add_column(INDEX_COLUMN, chosen)
+
+
+def _write_selection(selected, output_dir: str, hub_dataset_id: str | None, hub_private: bool) -> None:
+    """Save the selection under `output_dir` (`selected/` and `selected.jsonl`), and push it to the Hub if asked."""
     selected_dir = os.path.join(output_dir, SELECTED_DIR)
     shutil.rmtree(selected_dir, ignore_errors=True)
     selected.save_to_disk(selected_dir)
@@ -712,8 +810,6 @@ def select_general_data(
             f.write(json.dumps(row, default=str) + "\n")
     if hub_dataset_id:
         selected.push_to_hub(hub_dataset_id, private=hub_private)
-    procs.barrier()
-    return selected
 
 
 def _score_batch(
