@@ -12,7 +12,8 @@ Geometry (the papers' batch layout, scaled to the toy): gradient accumulation 4 
 Every trainer runs TRL's real training loop (`Trainer.train`) on the same model (`healtrl-toy/qwen2-add+compare`) and
 data (HEAL's target + general pool, so every method sees the same prompts). One round = one `train()` call of 4
 optimizer steps per trainer (one rollout batch at 4 updates, four at 1 update), trainers in a rotated order each
-round, so load on the shared machine hits all alike. A step is timed from `on_step_begin` to its `on_log` (logging
+round, so load on the shared machine hits all alike. Each round starts every trainer from the same initial weights,
+a fresh optimizer and the round's seed (`one_round`), so the trainers of a round time the same workload. A step is timed from `on_step_begin` to its `on_log` (logging
 every step): generation, scoring, rewards, the methods' rollout work, forward/backward of every micro-batch, gradient
 clipping, the optimizer step, the methods' per-step callbacks and logging. "generation" is the time inside
 `_generate` (transformers sampling, including any hook a method puts on the LM head); "excl. generation" is the step
@@ -149,13 +150,22 @@ def build(name, workdir, target, general, pool):
     trainer.remove_callback(PrinterCallback)
     trainer.clock = StepClock()
     trainer.add_callback(trainer.clock)
+    trainer.initial_weights = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
     return trainer
 
 
-def one_round(trainer):
-    """`STEPS_PER_ROUND` optimizer steps of `trainer`, starting a fresh rollout cycle; (step seconds, generation)."""
+def one_round(trainer, seed: int = 0):
+    """`STEPS_PER_ROUND` optimizer steps of `trainer` from its initial weights, with a fresh optimizer and the round's
+    seed, starting a fresh rollout cycle; (step seconds, generation seconds).
+
+    Every round starts each trainer from the same policy and random stream, so the trainers of a round time the same
+    workload: without the reset their policies drift apart over the rounds (OPEFO's entropy rises on the toy, so its
+    completions run longer) and a ratio would compare different completion lengths, not the methods' own work."""
+    trainer.model.load_state_dict(trainer.initial_weights)
+    trainer.optimizer, trainer.lr_scheduler = None, None  # created anew by `train`
     trainer._step, trainer._buffered_inputs = 0, None  # TRL's generation cadence starts over with the new dataloader
     trainer.clock.steps = []
+    set_seed(seed)
     trainer.train()
     steps = trainer.clock.steps
     if len(steps) != STEPS_PER_ROUND:
@@ -194,7 +204,7 @@ def main():
         for r in range(args.warmup + args.rounds):
             order = names[r % len(names) :] + names[: r % len(names)]
             for name in order:
-                out = one_round(trainers[name])
+                out = one_round(trainers[name], seed=r)
                 if r >= args.warmup:
                     results[name].append(out)
             print(f"round {r + 1}/{args.warmup + args.rounds} done ({time.perf_counter() - started:.0f} s)", flush=True)
