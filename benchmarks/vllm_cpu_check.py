@@ -199,6 +199,9 @@ def run_variant(
         bf16=False,
         dataloader_num_workers=0,
         rollout_entropy=levers,
+        # The plain run is TRL's GRPO: no training-time entropy views either (on by default since issue #18, they
+        # compute rollout entropies at their steps and log `rollout/entropy`).
+        **({} if levers else {"inspect_every_steps": 0}),
         reward_weights=None if levers else [1.0, 0.5],
         use_vllm=True,
         vllm_mode="server" if server else "colocate",
