@@ -103,7 +103,9 @@ def test_toy_config_metrics_and_completions_table(toy_run):
     assert step["entropy/high_share"] == pytest.approx(float(np.mean(tokens > np.log(2))), abs=1e-6)
     for q in (10, 50, 90):
         assert step[f"entropy/q{q}"] == pytest.approx(float(np.quantile(tokens, q / 100)), rel=1e-5), q
-    assert step["rollout/entropy"] == pytest.approx(float(tokens.mean()), rel=1e-5)
+    assert step["entropy/mean"] == pytest.approx(float(tokens.mean()), rel=1e-5)
+    # `rollout/entropy` is for methods that compute rollout entropies at every step: the toy GRPO run logs none.
+    assert not any("rollout/entropy" in e for e in history)
 
     table = pd.read_parquet(next((out / "completions").glob("*.parquet")))
     assert {"entropy", "token_entropies"} <= set(table.columns) and len(table) == 32
@@ -257,6 +259,7 @@ def test_entropy_metrics_against_numpy():
     got = _inspect_hooks.entropy_metrics(entropies * mask, mask, 0.7)
     values = entropies[mask].double().numpy()
     assert got["entropy/high_share"] == pytest.approx(np.mean(values > 0.7))
+    assert got["entropy/mean"] == pytest.approx(values.mean(), rel=1e-6)
     for q in (10, 50, 90):
         assert got[f"entropy/q{q}"] == pytest.approx(np.quantile(values, q / 100), rel=1e-6)
     assert _inspect_hooks.entropy_metrics(entropies, torch.zeros_like(mask), 0.7) == {}

@@ -94,7 +94,7 @@ def test_training_run_matches_trl(case, kernel, tmp_path):
     assert all(set(g) == {"divergence/nonfinite", "divergence/entropy_fraction"} for g in guard[:-1])
     added = ("divergence/", "entropy/", "rollout/entropy")
     views = [sorted(k for k in e if k.startswith(added[1:])) for e in ours.state.log_history]
-    assert views[0] == ["entropy/high_share", "entropy/q10", "entropy/q50", "entropy/q90", "rollout/entropy"]
+    assert views[0] == ["entropy/high_share", "entropy/mean", "entropy/q10", "entropy/q50", "entropy/q90"]
     assert not any(views[1:])  # the next view is at step 50
     ours_history = [{k: v for k, v in e.items() if not k.startswith(added)} for e in ours.state.log_history]
     assert_histories_equal(trl_trainer.state.log_history, ours_history, rel=rel, abs_=1e-6)

@@ -48,12 +48,16 @@ _STEP_RE = re.compile(r"step-(\d+)\.json$")
 # Statistics (pure)
 # ----------------------------------------------------------------------------------------------------------------
 def entropy_metrics(entropies: torch.Tensor, mask: torch.Tensor, high_entropy: float) -> dict[str, float]:
-    """`entropy/high_share` (share of masked tokens with entropy > `high_entropy`) and the `ENTROPY_QUANTILES` of the
-    masked token entropies; empty when the mask selects no token."""
+    """`entropy/high_share` (share of masked tokens with entropy > `high_entropy`), `entropy/mean` and the
+    `ENTROPY_QUANTILES` of the masked token entropies; empty when the mask selects no token.
+
+    `entropy/mean` is the mean rollout token entropy, as `rollout/entropy`; that name is kept for the methods that
+    compute rollout entropies at every step (`rollout_entropy`, HEAL), so that it never holds a series logged only
+    on the steps of a view, which a reader of the last logged values would mistake for the run's current entropy."""
     values = entropies.detach().float()[mask.bool()]
     if values.numel() == 0:
         return {}
-    out = {"entropy/high_share": (values > high_entropy).float().mean().item()}
+    out = {"entropy/high_share": (values > high_entropy).float().mean().item(), "entropy/mean": values.mean().item()}
     q = torch.quantile(values.cpu(), torch.tensor(ENTROPY_QUANTILES))
     for level, value in zip(ENTROPY_QUANTILES, q.tolist()):
         out[f"entropy/q{round(100 * level)}"] = value

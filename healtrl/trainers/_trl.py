@@ -605,7 +605,8 @@ class TRLBoundary(GRPOTrainer, _ExtrasAfterTRLChecks):
             local_entropies = local_entropies * local_mask
             entropies = self.accelerator.gather(self.accelerator.pad_across_processes(local_entropies, dim=1))
             entropy_mask = self.accelerator.gather(self.accelerator.pad_across_processes(local_mask, dim=1))
-            self.log_metric("rollout/entropy", (entropies * entropy_mask).sum() / entropy_mask.sum().clamp(min=1))
+            if self.needs_rollout_entropies:  # a metric of every step; the views' steps log `entropy/mean` instead
+                self.log_metric("rollout/entropy", (entropies * entropy_mask).sum() / entropy_mask.sum().clamp(min=1))
             self._step_entropies = (local_entropies, local_mask, entropies, entropy_mask)
         if not self._augmentation_names:
             return rewards_per_func  # `rollout_entropy` alone: the entropies are logged as `rollout/entropy`

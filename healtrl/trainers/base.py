@@ -126,7 +126,8 @@ class EntropyGRPOConfig(GRPOConfig):
             step, tokens coloured by their exact entropy, to `output_dir/inspect/step-N.html` (with `step-N.json`),
             and send it to the `report_to` trackers that take one (wandb: the page, a table and a histogram; trackio:
             a table; tensorboard: the summary PNG and a histogram). Those steps compute rollout entropies (as
-            `rollout_entropy`) and log `entropy/high_share` and `entropy/q10`/`q50`/`q90`. `0` or `None`: no views.
+            `rollout_entropy`) and log `entropy/high_share`, `entropy/mean` and `entropy/q10`/`q50`/`q90`. `0` or
+            `None`: no views.
             At 50 the step time stays within 1.05x (paired estimate 1.002x on the toy config; a tensorboard run
             also renders a PNG per view, ~0.8 s): `benchmarks/results/inspect_overhead.md`.
             `healtrl/trainers/_inspect_hooks.py`.
