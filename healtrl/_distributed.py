@@ -229,6 +229,26 @@ def accelerator_paths_on_cpu() -> None:
     state._prepare_backend = _prepare_backend
 
 
+def sharding_not_applied(trainer) -> str | None:
+    """Why accelerate did not prepare the sharding that this launch asks for (None when it did, or none is asked).
+
+    On any machine, GPUs included, a training config with `use_cpu: true` (or `accelerate launch --cpu`) makes
+    accelerate run MULTI_CPU and ignore the FSDP / DeepSpeed settings of the accelerate config, without a word; the
+    training entry calls this once the trainer exists and refuses such a run."""
+    kind = requested_sharding()
+    if kind is None:
+        return None
+    distributed_type = str(trainer.accelerator.distributed_type)
+    if distributed_type == f"DistributedType.{kind.upper()}":
+        return None
+    return (
+        f"this launch asks for {kind} (ACCELERATE_USE_{kind.upper()}=true from the accelerate config), but accelerate "
+        f"prepared a {distributed_type} run, which would train unsharded. With `use_cpu: true` in the training config "
+        f"(or `--cpu` / `use_cpu: true` in the accelerate config) accelerate ignores the {kind} settings: set "
+        "`use_cpu: false` (`--use_cpu false`), or launch with a DDP accelerate config."
+    )
+
+
 def rehearsal_kind() -> str | None:
     """The kind ("FSDP", "DeepSpeed") of the CPU rehearsal this process runs (`accelerator_paths_on_cpu` applied to a
     launch asking for sharding), else None."""

@@ -15,7 +15,13 @@ import torch
 from accelerate.utils import DistributedType
 
 from healtrl import _distributed
-from healtrl._distributed import ShardingUnavailableError, check_sharded_launch, rehearsal_kind, rehearsal_report
+from healtrl._distributed import (
+    ShardingUnavailableError,
+    check_sharded_launch,
+    rehearsal_kind,
+    rehearsal_report,
+    sharding_not_applied,
+)
 from healtrl.cli import train_main
 from tests.helpers import ROOT
 
@@ -98,3 +104,46 @@ def test_rehearsal_report_names_what_accelerate_prepared():
     accelerator.distributed_type = DistributedType.MULTI_GPU  # not sharded as asked: stop
     with pytest.raises(RuntimeError, match="asked for FSDP"):
         rehearsal_report(trainer, "FSDP")
+
+
+@pytest.mark.parametrize("variable,kind", [("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")])
+def test_a_launch_whose_sharding_accelerate_did_not_apply_is_named(launch_env, variable, kind):
+    """On any machine (GPUs too), `use_cpu: true` makes accelerate run MULTI_CPU under an FSDP / DeepSpeed config:
+    the training entry names the field instead of training unsharded."""
+    launch_env.setenv(variable, "true")
+    unsharded = SimpleNamespace(accelerator=SimpleNamespace(distributed_type=DistributedType.MULTI_CPU))
+    message = sharding_not_applied(unsharded)
+    assert message is not None and kind in message and "use_cpu: false" in message and "MULTI_CPU" in message
+    sharded = SimpleNamespace(accelerator=SimpleNamespace(distributed_type=getattr(DistributedType, kind.upper())))
+    assert sharding_not_applied(sharded) is None
+    launch_env.delenv(variable)
+    assert sharding_not_applied(unsharded) is None  # a launch that asks for no sharding
+
+
+def test_training_entry_refuses_use_cpu_under_an_fsdp_launch(launch_env, capsys):
+    """`train.py` in a worker of an FSDP launch with the toy config's `use_cpu: true`: exit 2 naming the field, as
+    accelerate's MULTI_CPU run would ignore the FSDP settings (simulated: a machine with an accelerator, 1 process)."""
+    import torch.distributed as dist
+
+    launch_env.setenv("ACCELERATE_USE_FSDP", "true")
+    for name, value in {"WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}.items():
+        launch_env.setenv(name, value)
+    launch_env.setenv("MASTER_PORT", str(_free_port()))
+    launch_env.setattr(_distributed, "accelerator_found", lambda: True)
+    try:
+        code = train_main(["--config", str(ROOT / "configs" / "toy_grpo.yaml"), "--max_steps", "1"])
+    finally:  # this process's one-process group and accelerate's state must not reach the next test
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        accelerate.state.AcceleratorState._reset_state(reset_partial_state=True)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "asks for FSDP" in err and "use_cpu: false" in err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

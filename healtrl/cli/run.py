@@ -173,6 +173,11 @@ def run_training(resolved: ResolvedConfig):
     trainer.model_card_datasets = [part for name in names if name for part in _card_dataset_name(name).split(",")]
     if script_args.eval_tasks:
         trainer.add_callback(periodic_eval_callback(script_args, trainer_args, trainer))
+    from healtrl._distributed import sharding_not_applied
+
+    problem = sharding_not_applied(trainer)  # e.g. use_cpu: true under an FSDP accelerate config
+    if problem is not None:
+        raise ConfigError(problem)
     _report_cpu_rehearsal(trainer)
     if trainer.is_world_process_zero():  # now, so that `healtrl eval --checkpoints` can read a killed run's recipe
         write_config_file(resolved, trainer_args.output_dir)
