@@ -101,25 +101,15 @@ def processes() -> Processes:
 
 
 def silence_library_progress_bars() -> None:
-    """Turn off the progress bars of the Hugging Face libraries in this process (one bar per launch, the main one's)."""
-    try:
-        from transformers.utils import logging as transformers_logging
+    """Turn off the progress bars of the Hugging Face libraries in this process (one bar per launch, the main one's).
+    All three are dependencies of healtrl (huggingface_hub through transformers and datasets)."""
+    import datasets
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging as transformers_logging
 
-        transformers_logging.disable_progress_bar()
-    except ImportError:
-        pass
-    try:
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
-    except ImportError:
-        pass
-    try:
-        import datasets
-
-        datasets.disable_progress_bars()
-    except ImportError:
-        pass
+    transformers_logging.disable_progress_bar()
+    disable_progress_bars()
+    datasets.disable_progress_bars()
 
 
 def _close() -> None:
@@ -229,6 +219,11 @@ def accelerator_paths_on_cpu() -> None:
     state._prepare_backend = _prepare_backend
 
 
+def _sharded_as(accelerator, kind: str) -> bool:
+    """Whether accelerate prepared the run as the sharding `kind` ("FSDP", "DeepSpeed") asks."""
+    return str(accelerator.distributed_type) == f"DistributedType.{kind.upper()}"
+
+
 def sharding_not_applied(trainer) -> str | None:
     """Why accelerate did not prepare the sharding that this launch asks for (None when it did, or none is asked).
 
@@ -238,12 +233,11 @@ def sharding_not_applied(trainer) -> str | None:
     kind = requested_sharding()
     if kind is None:
         return None
-    distributed_type = str(trainer.accelerator.distributed_type)
-    if distributed_type == f"DistributedType.{kind.upper()}":
+    if _sharded_as(trainer.accelerator, kind):
         return None
     return (
         f"this launch asks for {kind} (ACCELERATE_USE_{kind.upper()}=true from the accelerate config), but accelerate "
-        f"prepared a {distributed_type} run, which would train unsharded. With `use_cpu: true` in the training config "
+        f"prepared a {trainer.accelerator.distributed_type} run, which would train unsharded. With `use_cpu: true` in the training config "
         f"(or `--cpu` / `use_cpu: true` in the accelerate config) accelerate ignores the {kind} settings: set "
         "`use_cpu: false` (`--use_cpu false`), or launch with a DDP accelerate config."
     )
@@ -264,7 +258,7 @@ def rehearsal_report(trainer, kind: str) -> str:
     accelerator = trainer.accelerator
     weight = accelerator.unwrap_model(trainer.model).get_output_embeddings().weight
     distributed_type = str(accelerator.distributed_type)
-    if distributed_type != f"DistributedType.{kind.upper()}":
+    if not _sharded_as(accelerator, kind):
         raise RuntimeError(f"{SHARD_ON_CPU}=1 asked for {kind}, but accelerate prepared a {distributed_type} run.")
     partitioned = " (ZeRO-3 partitioned)" if hasattr(weight, "ds_id") else ""
     return (
