@@ -233,7 +233,8 @@ _BLOCK_START = re.compile(r"^(?:\$L__BB(\d+_\d+):|// %bb\.\d+:)(.*)$")
 _LOOP_HEADER = re.compile(r"=>\s*This (?:Inner )?Loop Header: Depth=(\d+)")
 _IN_LOOP = re.compile(r"in Loop: Header=BB(\d+_\d+) Depth=(\d+)")
 _MMA = re.compile(r"\b(?:wgmma\.mma_async|mma\.sync|tcgen05\.mma)\b")
-_ASYNC_COPY = re.compile(r"\bcp\.async\.(?:ca|cg|bulk)\.")
+_CP_ASYNC = re.compile(r"\bcp\.async\.(?:ca|cg)\.")  # Ampere-style asynchronous copies
+_TMA = re.compile(r"\bcp\.async\.bulk\.")  # Hopper bulk tensor copies
 
 
 def loop_bodies(ptx: str) -> dict[str, tuple[int, list[str]]]:
@@ -282,7 +283,9 @@ def k_loop_async(ptx: str) -> bool:
     if not candidates:
         return False
     deepest = max(depth for depth, _ in candidates)
-    return all(any(_ASYNC_COPY.search(i) for i in body) for depth, body in candidates if depth == deepest)
+    return all(
+        any(_CP_ASYNC.search(i) or _TMA.search(i) for i in body) for depth, body in candidates if depth == deepest
+    )
 
 
 _PTXAS_USED = re.compile(r"Used (\d+) registers")
@@ -357,8 +360,8 @@ def compile_variant(variant: Variant, capability: int) -> Resources:
         spill_loads=rep["spill_loads"],
         shared_bytes=shared + rep["static_smem"],
         num_warps=variant.cfg["num_warps"],
-        cp_async=re.search(r"\bcp\.async\.(ca|cg)\.", ptx) is not None,
-        tma=re.search(r"\bcp\.async\.bulk\.", ptx) is not None,
+        cp_async=_CP_ASYNC.search(ptx) is not None,
+        tma=_TMA.search(ptx) is not None,
         wgmma=re.search(r"\bwgmma\.", ptx) is not None,
         k_loop_async=k_loop_async(ptx),
     )
