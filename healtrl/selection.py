@@ -49,6 +49,7 @@ import shutil
 import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 
@@ -534,7 +535,8 @@ def select_general_data(
     Returns:
         The selected `datasets.Dataset` (top K, sorted by score), also saved under `output_dir`.
     """
-    options = _Options(**locals())  # first: here, locals() is exactly the arguments
+    # The arguments as one value for the steps below (first: here, locals() is exactly the arguments)
+    options = SimpleNamespace(**locals())
     _check_settings(**{name: getattr(options, name) for name in _SETTING_CHECKS})
     if use_vllm:
         from healtrl._compat import require
@@ -554,45 +556,7 @@ def select_general_data(
     return selected
 
 
-# The steps of `select_general_data`, in the order it runs them.
-@dataclass(frozen=True)
-class _Options:
-    """The arguments of `select_general_data` as one value (their defaults and meaning: that function)."""
-
-    model: str
-    dataset: str
-    reward: str
-    output_dir: str
-    dataset_config: str | None
-    split: str
-    prompt_column: str | None
-    question_column: str | None
-    prompt_template: str | None
-    raw_prompt: bool
-    answer_column: str | None
-    correct_threshold: float
-    num_rollouts: int
-    top_k: int
-    top_fraction: float
-    temperature: float
-    top_p: float
-    max_new_tokens: int
-    batch_size: int
-    forward_batch_size: int | None
-    seed: int
-    max_questions: int | None
-    dtype: str
-    device: str | None
-    use_vllm: bool
-    vllm_gpu_memory_utilization: float
-    vllm_max_model_len: int | None
-    overwrite: bool
-    push_to_hub: bool
-    hub_dataset_id: str | None
-    hub_private: bool
-    progress: bool
-
-
+# The steps of `select_general_data`, in the order it runs them; `o` is its arguments (defaults and meaning: there).
 @dataclass(frozen=True)
 class _Pool:
     """The loaded split, the rows scored (`indices`), and how a row becomes a prompt and the reward's columns."""
@@ -604,7 +568,7 @@ class _Pool:
     reward_mapping: dict[str, str]
 
 
-def _load_pool(o: _Options) -> _Pool:
+def _load_pool(o: SimpleNamespace) -> _Pool:
     """Load the pool and check it against the options: enough questions for top K, the prompt, the reward's
     columns, no column the selection adds."""
     from healtrl.data import load_train_dataset
@@ -642,7 +606,7 @@ class _Records:
     pending: list[int]
 
 
-def _open_records(o: _Options, pool: _Pool, procs) -> _Records:
+def _open_records(o: SimpleNamespace, pool: _Pool, procs) -> _Records:
     """Open (or start) the record store under `output_dir` on every process, and check its records against the pool."""
     settings = {  # what determines the results: a resumed run must have the same
         "format": _FORMAT_VERSION,
@@ -685,7 +649,7 @@ def _open_records(o: _Options, pool: _Pool, procs) -> _Records:
     return _Records(store, done, prompts, [i for i in pool.indices if i not in done])
 
 
-def _load_generator(o: _Options, procs):
+def _load_generator(o: SimpleNamespace, procs):
     """(policy, tokenizer, generator): the model for the entropy forward, and `generator(batch, prompt_ids)`, the
     rollouts of a batch of questions ([question][rollout] -> token ids) from `healtrl.generation`."""
     from healtrl.models import load_model_and_tokenizer, resolve_model_path
@@ -734,7 +698,7 @@ def _load_generator(o: _Options, procs):
     return policy, tokenizer, generator
 
 
-def _score_pending(o: _Options, pool: _Pool, records: _Records, procs) -> None:
+def _score_pending(o: SimpleNamespace, pool: _Pool, records: _Records, procs) -> None:
     """Score the pending questions batch by batch, shared among the processes; after every batch the main process
     appends the gathered records to the store, and every process adds them to `records.done`."""
     from tqdm.auto import tqdm
