@@ -174,3 +174,13 @@ def sandbox_expected() -> bool:
     import sys
 
     return sys.platform == "linux"
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface, for a launch's rendezvous (not a fixed default: parallel runs
+    collide)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

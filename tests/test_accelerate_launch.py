@@ -19,20 +19,12 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, free_port
 
 # float32 in both launches (TRL's default is bf16 autocast, also on the CPU).
 TRAIN_ARGS = ["--config", "configs/toy_grpo.yaml", "--max_steps", "2", "--per_device_train_batch_size", "16",
               "--logging_steps", "1", "--bf16", "false"]  # fmt: skip
 PER_RANK, RANKS = 16, 2
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def run_launch(config: str, output_dir, *extra, python=sys.executable, **set_env) -> subprocess.CompletedProcess:

@@ -23,7 +23,7 @@ from healtrl._distributed import (
     sharding_not_applied,
 )
 from healtrl.cli import train_main
-from tests.helpers import ROOT
+from tests.helpers import ROOT, free_port
 
 ORIGINAL = accelerate.state.PartialState._prepare_backend
 
@@ -128,7 +128,7 @@ def test_training_entry_refuses_use_cpu_under_an_fsdp_launch(launch_env, capsys)
     launch_env.setenv("ACCELERATE_USE_FSDP", "true")
     for name, value in {"WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}.items():
         launch_env.setenv(name, value)
-    launch_env.setenv("MASTER_PORT", str(_free_port()))
+    launch_env.setenv("MASTER_PORT", str(free_port()))
     launch_env.setattr(_distributed, "accelerator_found", lambda: True)
     try:
         code = train_main(["--config", str(ROOT / "configs" / "toy_grpo.yaml"), "--max_steps", "1"])
@@ -139,11 +139,3 @@ def test_training_entry_refuses_use_cpu_under_an_fsdp_launch(launch_env, capsys)
     assert code == 2
     err = capsys.readouterr().err
     assert "asks for FSDP" in err and "use_cpu: false" in err
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
