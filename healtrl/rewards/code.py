@@ -25,6 +25,7 @@ import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from ._assert_tests import run_assert_test
 from ._common import clean_text as _clean_text
 from ._common import column, report
 from .sandbox import SandboxLimits, isolation_level, run_python
@@ -197,15 +198,7 @@ def run_tests(code: str, spec: dict | str, limits: SandboxLimits = DEFAULT_LIMIT
             return TestReport(0, 0, "bad_spec")
         if not re.search(rf"\bdef\s+{re.escape(entry_point)}\s*\(", code):  # a completion of the prompt's function
             code = str(spec.get("prompt", "")) + code
-        program = (
-            "import sys\n_nonce = sys.stdin.readline().strip()\n_g = {'__name__': 'solution'}\n"
-            "exec(compile(open('solution.py', encoding='utf-8').read(), 'solution.py', 'exec'), _g)\n"
-            "exec(compile(open('test.py', encoding='utf-8').read(), 'test.py', 'exec'), _g)\n"
-            f"_g['check'](_g[{entry_point!r}])\nprint()\nprint(_nonce + ' PASS', flush=True)\n"
-        )
-        result = run_python(program, {"solution.py": code, "test.py": test}, stdin=nonce + "\n", limits=limits)
-        last = result.stdout.rstrip("\n").rsplit("\n", 1)[-1]
-        passed = result.status == "ok" and last == f"{nonce} PASS"
+        passed, result = run_assert_test(code, test, entry_point, str(spec.get("prompt", "")), limits)
         return TestReport(int(passed), 1, result.status)
     if kind not in ("stdio", "functional"):
         return TestReport(0, 0, "bad_spec")

@@ -46,7 +46,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 try:  # POSIX only
@@ -96,7 +96,7 @@ class SandboxResult:
 
     Attributes:
         status: "ok" (exit code 0), "error" (non-zero exit or killed by a signal), "timeout", "output_limit" (printed
-            more than `max_output_bytes`) or "failed_to_start".
+            more than `max_output_bytes`), "cancelled" (the caller's `cancel` event) or "failed_to_start".
         returncode: Exit code (negative: killed by that signal), None if it never ran.
         stdout: Captured standard output (UTF-8, undecodable bytes replaced), at most `max_output_bytes`.
         stderr: Captured standard error, likewise capped.
@@ -397,6 +397,9 @@ def run_python(
     files: Mapping[str, str | bytes] | None = None,
     stdin: str | bytes = b"",
     limits: SandboxLimits | None = None,
+    *,
+    pass_fds: Sequence[int] = (),
+    cancel: threading.Event | None = None,
 ) -> SandboxResult:
     """Run a Python program in the sandbox.
 
@@ -405,25 +408,38 @@ def run_python(
         files: Extra files written next to it (name -> content); names must be plain file names.
         stdin: Standard input (the program sees end-of-file after it).
         limits: Resource limits (default `SandboxLimits()`).
+        pass_fds: File descriptors the program inherits under the same numbers (e.g. the ends of pipes to another
+            sandboxed program). This function closes the caller's copies once the program has started (or failed
+            to), so that the other end sees end-of-file when the program exits.
+        cancel: When set while the program runs, everything it started is killed (status "cancelled").
 
     Returns:
         A `SandboxResult`. Never raises for anything the program does.
     """
     limits = limits or SandboxLimits()
-    isolation = isolation_level()
+    try:
+        isolation = isolation_level()
+    except BaseException:
+        _close_all(pass_fds)
+        raise
     with _state_lock:
         slot = _free_slots.pop(0) if _free_slots else None
     try:
-        return _run(source, files or {}, stdin, limits, isolation, _uid_for(slot if slot is not None else 63))
+        uid = _uid_for(slot if slot is not None else 63)
+        return _run(source, files or {}, stdin, limits, isolation, uid, pass_fds=pass_fds, cancel=cancel)
     finally:
         if slot is not None:
             with _state_lock:
                 _free_slots.append(slot)
 
 
-def _run(source, files, stdin, limits, isolation, uid, probing=False) -> SandboxResult:
+def _run(source, files, stdin, limits, isolation, uid, probing=False, pass_fds=(), cancel=None) -> SandboxResult:
     start = time.monotonic()
-    root = tempfile.mkdtemp(prefix="healtrl-sandbox-")
+    try:
+        root = tempfile.mkdtemp(prefix="healtrl-sandbox-")
+    except BaseException:
+        _close_all(pass_fds)
+        raise
     try:
         os.chmod(root, 0o755)
         target = os.path.join(root, "files") if isolation == "namespaces" else os.path.join(root, "work")
@@ -451,14 +467,27 @@ def _run(source, files, stdin, limits, isolation, uid, probing=False) -> Sandbox
                 start_new_session=True,
                 preexec_fn=preexec,
                 close_fds=True,
+                pass_fds=tuple(pass_fds),
             )
         except (OSError, subprocess.SubprocessError, ValueError) as exc:
             if not probing:
                 logger.warning("The code sandbox could not start a program: %r", exc)
             return SandboxResult("failed_to_start", None, "", repr(exc), time.monotonic() - start, isolation)
-        return _communicate(proc, data, limits, start, isolation)
+        finally:
+            _close_all(pass_fds)
+            pass_fds = ()
+        return _communicate(proc, data, limits, start, isolation, cancel)
     finally:
+        _close_all(pass_fds)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _close_all(fds) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -492,7 +521,7 @@ def _wait_exit(proc: subprocess.Popen, until: float) -> bool:
         time.sleep(0.005)
 
 
-def _communicate(proc, data: bytes, limits: SandboxLimits, start: float, isolation: str) -> SandboxResult:
+def _communicate(proc, data: bytes, limits: SandboxLimits, start: float, isolation: str, cancel=None) -> SandboxResult:
     """Feed stdin and read stdout/stderr without blocking, until exit, timeout or too much output."""
     deadline = start + limits.timeout
     out = {proc.stdout: bytearray(), proc.stderr: bytearray()}
@@ -512,6 +541,9 @@ def _communicate(proc, data: bytes, limits: SandboxLimits, start: float, isolati
             now = time.monotonic()
             if kill_at is None and now >= deadline:
                 status, kill_at = "timeout", now
+                _kill(proc)
+            elif kill_at is None and cancel is not None and cancel.is_set():
+                status, kill_at = "cancelled", now
                 _kill(proc)
             if kill_at is not None and now - kill_at > 1.0:  # killed, but something still holds the pipes
                 break
