@@ -283,6 +283,34 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
     )
 
 
+def _dry_run_resume(args, report: _DryRun) -> None:
+    """`resume_from_checkpoint` resolved as the run resolves it before loading anything
+    (`healtrl.checkpoints.resolve_resume_checkpoint`): a refusal is a problem, a skipped checkpoint is reported."""
+    import warnings
+
+    from healtrl.checkpoints import ResumeError, resolve_resume_checkpoint
+
+    if args.resume_from_checkpoint in (None, False):
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            checkpoint = resolve_resume_checkpoint(args.resume_from_checkpoint, args.output_dir)
+        except ResumeError as exc:
+            report.problems.append(str(exc))
+            report.add("resume", "FAILED (see the problems)")
+            return
+    skipped = " ".join(str(w.message) for w in caught if issubclass(w.category, RuntimeWarning))
+    if checkpoint is None:
+        report.add("resume", "no (resume_from_checkpoint is off)")
+        return
+    report.add(
+        "resume",
+        f"from {checkpoint} (its settings are compared with the run's when it starts)"
+        + (f"; warning: {skipped}" if skipped else ""),
+    )
+
+
 def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None = None, file=None) -> int:
     """Validate a training config end to end without the Hub and without training; print what it would run.
 
@@ -399,6 +427,7 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
         label, _, text = line.partition(": ")
         report.add(label, text)
     report.problems.extend(recipe_issues)
+    _dry_run_resume(args, report)
     report.add(
         "output",
         f"{args.output_dir} (report_to {_plain(report.replaced.get('report_to', args.report_to))}, save_strategy {_plain(args.save_strategy)}, "
