@@ -28,6 +28,10 @@ shape, and why it cannot hand the work to them:
    keys get their closest names, or the trainer that has the field; argparse instead prints a usage line of every
    field and exits with status 2, reads `--num_generation` as an abbreviation or calls it ambiguous, and `TrlParser`
    lists a YAML file's unknown keys without suggestions.
+   Numbers are also checked against their ranges (`_ranges.FIELD_RANGES`: a batch size of 0, `temperature: 0`, a
+   negative learning rate), a key set twice in the YAML file (`healtrl._yamlfile.load_yaml`) or a second `--config`
+   is refused (YAML and argparse keep the last one silently), and so is an `output_dir` that is a file: `resolve`
+   serves the dry run and the run, so both refuse the same input before anything is built.
 4. `HfArgumentParser` cannot build a parser for `ScriptArguments` at all: `train_repeats` is `int | "auto" | None`,
    and it allows one type per argument. So the command line is split here (`_split_argv`) and values are read with
    `yaml.safe_load`, as a YAML file reads them (`--reward_funcs [toy,other]`, `--bf16 true`); a string field keeps

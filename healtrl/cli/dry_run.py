@@ -2,7 +2,9 @@
 
 It parses the config, builds the trainer's config class, checks the model name, the reward functions, the dataset
 mapping and the reward columns on a local sample, the batch geometry, the run's length (optimizer steps and how often
-each training row is drawn) and the data hygiene on whatever data is local, then prints what the run would do.
+each training row is drawn), the data hygiene on whatever data is local and the checkpoint `resume_from_checkpoint`
+names, then prints what the run would do. The config itself is checked by `resolve` (types, ranges, duplicate keys),
+as the real run checks it.
 """
 
 from __future__ import annotations
