@@ -10,6 +10,17 @@ per-process rollout buffers of every process are on disk. Only a folder holding 
   step; folders without the marker are skipped with a warning naming them (`last_complete_checkpoint`).
 - `resume_from_checkpoint: <path>` refuses a folder without the marker (`resolve_resume_checkpoint`).
 
+A marker that exists but cannot be read (not JSON, not a JSON object, unreadable: a disk fault or a hand edit) does
+not mark its folder complete (`marker_problem`), and one rule holds wherever a marker is read:
+
+- where healtrl *discovers* checkpoints, it skips such a folder with a warning naming the marker file and what is
+  wrong with it: `resume_from_checkpoint: true` / `latest` (`last_complete_checkpoint`) and the best-checkpoint
+  search of `healtrl eval --checkpoints` (`healtrl.recipes.find_checkpoints`);
+- where the user *names* the checkpoint (`resume_from_checkpoint: <path>`), it refuses with a `ResumeError` naming
+  the file (`resolve_resume_checkpoint`); `read_marker` raises the same error, so no caller meets a JSONDecodeError.
+
+`train.py --dry_run` resolves `resume_from_checkpoint` as the run does, so it reports the same refusal or warning.
+
 The marker also records what the checkpoint was written with (`checkpoint_info`): the trainer, the healtrl and TRL
 versions, the number of processes, where in the rollout batch the run stood, and the config fields that change the
 math. `check_resume` compares them with the resuming run and refuses a mismatch with an error naming each field and
@@ -142,14 +153,53 @@ def _fsync_dir(path: str) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 # Finding complete checkpoints
 # ----------------------------------------------------------------------------------------------------------------
+def _load_marker(checkpoint: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the marker's content, None), or (None, what is wrong with it)."""
+    path = os.path.join(checkpoint, MARKER_FILE)
+    if not os.path.isfile(path):
+        return None, "missing"
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"unreadable ({type(exc).__name__}: {exc})"
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON ({exc})"
+    if not isinstance(data, dict):
+        return None, f"not a JSON object (a {type(data).__name__})"
+    return data, None
+
+
+def marker_problem(checkpoint: str) -> str | None:
+    """None when `checkpoint` holds a readable completion marker (`MARKER_FILE`); else what is wrong: "missing",
+    or why the file cannot be read as the JSON object healtrl writes (a corrupt marker)."""
+    return _load_marker(checkpoint)[1]
+
+
 def is_complete(checkpoint: str) -> bool:
-    """Whether `checkpoint` holds the completion marker (`MARKER_FILE`)."""
-    return os.path.isfile(os.path.join(checkpoint, MARKER_FILE))
+    """Whether `checkpoint` holds a readable completion marker (`MARKER_FILE`)."""
+    return marker_problem(checkpoint) is None
+
+
+def _corrupt_marker_message(checkpoint: str, problem: str) -> str:
+    return f"{os.path.join(checkpoint, MARKER_FILE)} is corrupt: {problem}"
 
 
 def read_marker(checkpoint: str) -> dict[str, Any]:
-    with open(os.path.join(checkpoint, MARKER_FILE), encoding="utf-8") as f:
-        return json.load(f)
+    """The content of `checkpoint`'s marker.
+
+    Raises:
+        ResumeError: the marker is missing or corrupt, naming the file.
+    """
+    data, problem = _load_marker(checkpoint)
+    if problem == "missing":
+        raise ResumeError(f"{checkpoint} has no {MARKER_FILE}: it is not a complete healtrl checkpoint.")
+    if problem is not None:
+        raise ResumeError(
+            f"{_corrupt_marker_message(checkpoint, problem)}. healtrl writes this file last, atomically, so the "
+            "checkpoint was damaged after it was written. Resume from another checkpoint."
+        )
+    return data
 
 
 def list_checkpoints(output_dir: str) -> list[str]:
@@ -166,22 +216,30 @@ def list_checkpoints(output_dir: str) -> list[str]:
 
 
 def last_complete_checkpoint(output_dir: str) -> str | None:
-    """The complete checkpoint of `output_dir` with the highest step, or None. Incomplete folders of higher steps (a
-    run killed while writing them) are skipped with a warning naming them."""
-    skipped = []
+    """The complete checkpoint of `output_dir` with the highest step, or None. Folders of higher steps without the
+    marker (a run killed while writing them) or with a corrupt one are skipped with a warning naming them."""
+    skipped, corrupt = [], []
     chosen = None
     for path in reversed(list_checkpoints(output_dir)):
-        if is_complete(path):
+        problem = marker_problem(path)
+        if problem is None:
             chosen = path
             break
-        skipped.append(path)
+        if problem == "missing":
+            skipped.append(path)
+        else:
+            corrupt.append(_corrupt_marker_message(path, problem))
+    parts = []
     if skipped:
-        warnings.warn(
+        parts.append(
             f"Skipping incomplete checkpoint(s) without {MARKER_FILE} (a run stopped while writing them): "
-            f"{', '.join(skipped)}. " + (f"Resuming from {chosen}." if chosen else "No complete checkpoint is left."),
-            RuntimeWarning,
-            stacklevel=2,
+            f"{', '.join(skipped)}."
         )
+    if corrupt:
+        parts.append(f"Skipping checkpoint(s) whose completion marker is corrupt: {'; '.join(corrupt)}.")
+    if parts:
+        parts.append(f"Resuming from {chosen}." if chosen else "No complete checkpoint is left.")
+        warnings.warn(" ".join(parts), RuntimeWarning, stacklevel=2)
     return chosen
 
 
@@ -200,7 +258,7 @@ def resolve_resume_checkpoint(value: str | bool | None, output_dir: str) -> str 
         chosen = last_complete_checkpoint(output_dir)
         if chosen is None:
             found = list_checkpoints(output_dir)
-            detail = f" (incomplete ones, without {MARKER_FILE}: {', '.join(found)})" if found else ""
+            detail = f" (incomplete ones, without a readable {MARKER_FILE}: {', '.join(found)})" if found else ""
             raise ResumeError(
                 f"resume_from_checkpoint: {value!s}: no complete checkpoint in {output_dir}{detail}. Start without "
                 "resume_from_checkpoint, or point it at a checkpoint folder."
@@ -216,11 +274,19 @@ def resolve_resume_checkpoint(value: str | bool | None, output_dir: str) -> str 
             f"resume_from_checkpoint: {path} is not a folder. Give a checkpoint folder (e.g. {output_dir}/checkpoint-N)"
             " or `true` for the last complete checkpoint of output_dir."
         )
-    if not is_complete(path):
+    problem = marker_problem(path)
+    if problem == "missing":
         raise ResumeError(
             f"resume_from_checkpoint: {path} has no {MARKER_FILE}, which healtrl writes last into every checkpoint: "
             "the folder is incomplete (the run stopped while writing it) or was not written by a healtrl trainer. "
             f"Resume from a complete checkpoint (`resume_from_checkpoint: true` picks the last one of {output_dir})."
+        )
+    if problem is not None:
+        raise ResumeError(
+            f"resume_from_checkpoint: {_corrupt_marker_message(path, problem)}. healtrl writes that file last, "
+            "atomically, so the checkpoint was damaged after it was written and its state cannot be trusted. Point "
+            "`resume_from_checkpoint` at another checkpoint folder (`true` picks the last complete one of "
+            f"{output_dir}, skipping this one)."
         )
     return path
 

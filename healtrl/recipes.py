@@ -511,9 +511,13 @@ def read_run_config(path: str | os.PathLike) -> dict[str, Any] | None:
         path = os.path.join(path, RUN_CONFIG)
     if not os.path.isfile(path):
         return None
+    from healtrl._yamlfile import DuplicateKeyError, load_yaml
+
     with open(path) as f:
         try:
-            data = yaml.safe_load(f)
+            data = load_yaml(f)
+        except DuplicateKeyError as exc:
+            raise ValueError(f"{path} sets a key twice: {exc}") from None
         except yaml.YAMLError as exc:
             raise ValueError(f"{path} is not valid YAML: {exc}. Fix the syntax at that line.") from None
     if data is None:
@@ -554,6 +558,15 @@ def _written_completely(path: str) -> bool:
     return not any(n in names or n.startswith("rng_state") for n in _TRAINER_FILES)
 
 
+def _corrupt_marker(path: str) -> str | None:
+    """What is wrong with the completion marker of a checkpoint folder that has one; None when it is readable or
+    absent (`healtrl.checkpoints.marker_problem`)."""
+    from healtrl.checkpoints import marker_problem
+
+    problem = marker_problem(path)
+    return None if problem in (None, "missing") else problem
+
+
 def find_checkpoints(run_dir: str | os.PathLike, include_final: bool = False) -> list[dict[str, Any]]:
     """The saved models of a training run, by step: `{"checkpoint": "checkpoint-N", "step": N, "path"}` for every
     `checkpoint-N` folder holding a model (`config.json`) or adapter (`adapter_config.json`), then, with
@@ -570,6 +583,15 @@ def find_checkpoints(run_dir: str | os.PathLike, include_final: bool = False) ->
         match = re.fullmatch(rf"{CHECKPOINT_PREFIX}-(\d+)", name)
         path = os.path.join(run_dir, name)
         if match and os.path.isdir(path) and _has_weights(path):
+            corrupt = _corrupt_marker(path)
+            if corrupt is not None:  # discovery skips a corrupt marker with a warning (healtrl.checkpoints)
+                warnings.warn(
+                    f"{os.path.join(path, _MARKER)} is corrupt: {corrupt}. {path} is not evaluated: its completion "
+                    "cannot be confirmed. Pass it to `healtrl eval --model` to evaluate it anyway.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                continue
             if not _written_completely(path):
                 warnings.warn(
                     f"{path} was written by a trainer but has no completion marker ({_MARKER}): a checkpoint cut short "

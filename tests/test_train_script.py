@@ -105,7 +105,8 @@ def curve_draws(monkeypatch):
 
 def test_healtrl_train_with_lora_config(toy_model, tmp_path, restore_threads, capsys, curve_draws):
     out = tmp_path / "lora"
-    code = main(["train", *QUICK, "--config", "configs/toy_grpo_lora.yaml", "--output_dir", str(out)])
+    quick = QUICK[2:]  # the QUICK overrides on the LoRA config (a second --config is refused)
+    code = main(["train", "--config", "configs/toy_grpo_lora.yaml", *quick, "--output_dir", str(out)])
     assert code == 0
     assert (out / "adapter_config.json").exists() and (out / "adapter_model.safetensors").exists()
     assert (out / "curves.png").read_bytes()[:8] == PNG_SIGNATURE

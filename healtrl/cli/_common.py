@@ -64,3 +64,17 @@ class RaisingParser(argparse.ArgumentParser):
 
     def error(self, message):
         raise self.error_class(message)
+
+
+class StoreOnce(argparse.Action):
+    """argparse's `store` for an option that may be given once (`--config`): argparse keeps the last of repeated
+    options silently, so that `--config a.yaml --config b.yaml` would read b.yaml alone. A second occurrence is a usage
+    error naming the option and both values. The option's default must be None."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = getattr(namespace, self.dest, None)
+        if given is not None:
+            parser.error(
+                f"{option_string} is given twice ({given}, then {values}): the command reads one. Pass it once"
+            )
+        setattr(namespace, self.dest, values)

@@ -28,6 +28,10 @@ shape, and why it cannot hand the work to them:
    keys get their closest names, or the trainer that has the field; argparse instead prints a usage line of every
    field and exits with status 2, reads `--num_generation` as an abbreviation or calls it ambiguous, and `TrlParser`
    lists a YAML file's unknown keys without suggestions.
+   Numbers are also checked against their ranges (`_ranges.FIELD_RANGES`: a batch size of 0, `temperature: 0`, a
+   negative learning rate), a key set twice in the YAML file (`healtrl._yamlfile.load_yaml`) or a second `--config`
+   is refused (YAML and argparse keep the last one silently), and so is an `output_dir` that is a file: `resolve`
+   serves the dry run and the run, so both refuse the same input before anything is built.
 4. `HfArgumentParser` cannot build a parser for `ScriptArguments` at all: `train_repeats` is `int | "auto" | None`,
    and it allows one type per argument. So the command line is split here (`_split_argv`) and values are read with
    `yaml.safe_load`, as a YAML file reads them (`--reward_funcs [toy,other]`, `--bf16 true`); a string field keeps
@@ -59,7 +63,10 @@ from typing import Any
 
 import yaml
 
+from healtrl._yamlfile import DuplicateKeyError, load_yaml
+
 from ._coerce import _accepts_bool, _to_plain, coerce_value, describe_type
+from ._ranges import check_ranges
 from .script_args import ScriptArguments
 
 __all__ = [
@@ -199,6 +206,12 @@ def _split_argv(argv: list[str]) -> _CommandLine:
                     "`--config` needs exactly one value: the path of a YAML config, e.g. "
                     "`--config configs/toy_grpo.yaml`."
                 )
+            if cli.config_path is not None:
+                raise ConfigError(
+                    f"`--config` is given twice ({cli.config_path}, then {values[0]}): a run reads one config file, "
+                    "and configs are not merged. Pass `--config` once, and set the keys that differ as `--key value` "
+                    "overrides on the command line."
+                )
             cli.config_path = values[0]
             continue
         cli.overrides.append((key, values, token))
@@ -206,11 +219,14 @@ def _split_argv(argv: list[str]) -> _CommandLine:
 
 
 def _parse_cli_value(values: list[str]):
-    """The YAML reading of one or more command-line words (several words form a list, as with nargs='+')."""
+    """The YAML reading of one or more command-line words (several words form a list, as with nargs='+'); raises
+    `DuplicateKeyError` for a mapping that repeats a key (`--best_checkpoint "{k: 1, k: 2}"`)."""
 
     def one(text: str):
         try:
-            return yaml.safe_load(text) if text.strip() else text
+            return load_yaml(text) if text.strip() else text
+        except DuplicateKeyError:
+            raise
         except yaml.YAMLError:
             return text
 
@@ -280,7 +296,9 @@ def _load_yaml(path: str) -> dict[str, Any]:
         )
     with open(path) as f:
         try:
-            data = yaml.safe_load(f)
+            data = load_yaml(f)
+        except DuplicateKeyError as exc:
+            raise ConfigError(f"Config file {path!r} sets a key twice: {exc}") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"Config file {path!r} is not valid YAML: {exc}. Fix the syntax at that line.") from None
     if data is None:
@@ -332,7 +350,7 @@ def resolve(
         base = _load_yaml(cli.config_path)
         base_source = f"in config file {cli.config_path}"
     elif default is not None:
-        base = yaml.safe_load(default) if isinstance(default, str) else dict(default)
+        base = load_yaml(default) if isinstance(default, str) else dict(default)
         base_source = f"in the embedded default config ({DEFAULT_CONFIG_NAME})"
     else:
         base, base_source = {}, None
@@ -440,9 +458,24 @@ def resolve(
                 )
             value, raw = True, None
         else:
-            value, raw = _parse_cli_value(words)
+            try:
+                value, raw = _parse_cli_value(words)
+            except DuplicateKeyError as exc:
+                raise ConfigError(f"The value of `{key}` {where} sets a key twice: {exc}") from None
         values[key] = convert(key, value, raw, where)
         sources[key] = where
+
+    # 3b. Ranges (`_ranges.FIELD_RANGES`): values the dataclasses would accept and the run would crash on.
+    out_of_range = check_ranges(values)
+    if out_of_range is not None:
+        key, value, bounds = out_of_range
+        f = fields[routes[key]][key]
+        default_value = _field_default(f)
+        example = f" Its default is {_to_plain(default_value)!r}." if default_value is not _MISSING else ""
+        raise ConfigError(
+            f"Invalid value for `{key}` {sources[key]}: {value!r} is out of range ({bounds.meaning}); `{key}` must "
+            f"be {bounds.describe()}.{example} Set `{key}` to a value in that range."
+        )
 
     if adjust is not None:
         adjust(values, sources)
@@ -456,7 +489,7 @@ def resolve(
         cls = classes[group]
         try:
             built[group] = cls(**kwargs[group])
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, ArithmeticError) as exc:  # ArithmeticError: a division by a value set to 0
             message = str(exc).strip()
             named = [k for k in kwargs[group] if re.search(rf"\b{re.escape(k)}\b", message)]
             involved = "; ".join(f"`{k}` = {_to_plain(values[k])!r} {sources[k]}" for k in named)
@@ -470,6 +503,7 @@ def resolve(
 
     script_args, model_args = built["script"], built["model"]
     _check_required(script_args, model_args, sources, cli.config_path)
+    _check_output_dir(built["trainer"].output_dir, sources)
     return ResolvedConfig(
         trainer_name=trainer_name,
         script_args=script_args,
@@ -544,6 +578,28 @@ def _check_required(script_args: ScriptArguments, model_args, sources: dict[str,
             f"Unknown reward function '{name}' in `reward_funcs` {where}.{hint} Use a registered name "
             f"({', '.join(sorted(REWARD_FUNCS))}) or a dotted import path such as `my_package.rewards.my_reward`."
         )
+
+
+def _check_output_dir(output_dir: str | None, sources: dict[str, str]) -> None:
+    """Refuse an `output_dir` that cannot become a folder: an existing file, or a path under one (the run would fail
+    at its first write, after the model has loaded)."""
+    if not output_dir:
+        return
+    path = os.path.abspath(os.path.expanduser(output_dir))
+    existing = path
+    while not os.path.exists(existing):  # the deepest part of the path that exists
+        parent = os.path.dirname(existing)
+        if parent == existing:
+            return
+        existing = parent
+    if os.path.isdir(existing):
+        return
+    what = "is an existing file" if existing == path else f"lies under {existing}, which is a file"
+    raise ConfigError(
+        f"Invalid value for `output_dir` {sources.get('output_dir', 'by default')}: {output_dir!r} {what}; the run "
+        "writes its checkpoints, metrics and config.yaml into that folder. Set `output_dir` to a folder path (it is "
+        "created if missing), or move the file away."
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------

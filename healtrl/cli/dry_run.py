@@ -2,7 +2,9 @@
 
 It parses the config, builds the trainer's config class, checks the model name, the reward functions, the dataset
 mapping and the reward columns on a local sample, the batch geometry, the run's length (optimizer steps and how often
-each training row is drawn) and the data hygiene on whatever data is local, then prints what the run would do.
+each training row is drawn), the data hygiene on whatever data is local and the checkpoint `resume_from_checkpoint`
+names, then prints what the run would do. The config itself is checked by `resolve` (types, ranges, duplicate keys),
+as the real run checks it.
 """
 
 from __future__ import annotations
@@ -283,6 +285,34 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
     )
 
 
+def _dry_run_resume(args, report: _DryRun) -> None:
+    """`resume_from_checkpoint` resolved as the run resolves it before loading anything
+    (`healtrl.checkpoints.resolve_resume_checkpoint`): a refusal is a problem, a skipped checkpoint is reported."""
+    import warnings
+
+    from healtrl.checkpoints import ResumeError, resolve_resume_checkpoint
+
+    if args.resume_from_checkpoint in (None, False):
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            checkpoint = resolve_resume_checkpoint(args.resume_from_checkpoint, args.output_dir)
+        except ResumeError as exc:
+            report.problems.append(str(exc))
+            report.add("resume", "FAILED (see the problems)")
+            return
+    skipped = " ".join(str(w.message) for w in caught if issubclass(w.category, RuntimeWarning))
+    if checkpoint is None:
+        report.add("resume", "no (resume_from_checkpoint is off)")
+        return
+    report.add(
+        "resume",
+        f"from {checkpoint} (its settings are compared with the run's when it starts)"
+        + (f"; warning: {skipped}" if skipped else ""),
+    )
+
+
 def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None = None, file=None) -> int:
     """Validate a training config end to end without the Hub and without training; print what it would run.
 
@@ -399,6 +429,7 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
         label, _, text = line.partition(": ")
         report.add(label, text)
     report.problems.extend(recipe_issues)
+    _dry_run_resume(args, report)
     report.add(
         "output",
         f"{args.output_dir} (report_to {_plain(report.replaced.get('report_to', args.report_to))}, save_strategy {_plain(args.save_strategy)}, "

@@ -19,7 +19,7 @@ from healtrl.best_checkpoint import evaluate_checkpoints
 from healtrl.evaluation import BACKENDS, DEFAULT_THRESHOLD, evaluate
 from healtrl.generation import SamplingSettings
 
-from ._common import RaisingParser, UsageError, configure_threads
+from ._common import RaisingParser, StoreOnce, UsageError, configure_threads
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -96,6 +96,7 @@ def _build_parser(prog: str) -> RaisingParser:
         "--compare-paper",
         "--config",
         dest="config",
+        action=StoreOnce,
         metavar="CONFIG",
         default=None,
         help="Training YAML config whose best_checkpoint, paper_results and paper_protocol to use (default: the "

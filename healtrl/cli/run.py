@@ -139,10 +139,8 @@ def run_training(resolved: ResolvedConfig):
 
     resume = resolve_resume_checkpoint(trainer_args.resume_from_checkpoint, trainer_args.output_dir)
 
-    # Toy models are built (and offline models converted) on first use: let the main process fill the cache first.
-    with trainer_args.main_process_first(local=True, desc="resolving the model"):
-        model_path = resolve_model_path(model_args.model_name_or_path)
-        tokenizer = _load_tokenizer(model_path, model_args, trainer_args)
+    # The data before the model: a dataset that cannot be used (missing, empty, overlapping the evaluation) stops the
+    # run before the model is built or downloaded.
     try:
         with trainer_args.main_process_first(local=True, desc="loading the datasets"):
             train_dataset, eval_dataset = _load_data(script_args, trainer_args)
@@ -154,6 +152,10 @@ def run_training(resolved: ResolvedConfig):
         reward_funcs = get_reward_funcs(script_args.reward_funcs)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+    # Toy models are built (and offline models converted) on first use: let the main process fill the cache first.
+    with trainer_args.main_process_first(local=True, desc="resolving the model"):
+        model_path = resolve_model_path(model_args.model_name_or_path)
+        tokenizer = _load_tokenizer(model_path, model_args, trainer_args)
 
     trainer_args.model_init_kwargs = _model_init_kwargs(model_args, trainer_args)
     trainer = trainer_cls(

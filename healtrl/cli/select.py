@@ -21,7 +21,7 @@ from healtrl.selection import (
     select_general_data,
 )
 
-from ._common import RaisingParser, UsageError
+from ._common import RaisingParser, StoreOnce, UsageError
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -34,7 +34,9 @@ def _build_parser(prog: str) -> RaisingParser:
         "Uncertainty x Diversity from N rollouts of a model, and keep the top K.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--config", help="YAML file of option: value pairs (names as below); command-line options win")
+    p.add_argument(
+        "--config", action=StoreOnce, help="YAML file of option: value pairs (names as below); command-line options win"
+    )
     p.add_argument("--model", help="model path, Hub id, healtrl-toy/... or healtrl-offline/... name (required)")
     p.add_argument("--dataset", help="pool: toy name, local file/folder or Hub id (required)")
     p.add_argument("--dataset_config", help="Hub dataset configuration")
@@ -80,11 +82,15 @@ def _apply_yaml(parser: RaisingParser, path: str) -> None:
     """Set the parser's defaults from a flat YAML file, checking every key and value type."""
     import yaml
 
+    from healtrl._yamlfile import DuplicateKeyError, load_yaml
+
     try:
         with open(path) as f:
-            data = yaml.safe_load(f)
+            data = load_yaml(f)
     except OSError as exc:
         raise SelectionError(f"--config: cannot read '{path}': {exc.strerror}") from None
+    except DuplicateKeyError as exc:
+        raise SelectionError(f"--config: '{path}' sets a key twice: {exc}") from None
     except yaml.YAMLError as exc:
         raise SelectionError(f"--config: '{path}' is not valid YAML: {exc}") from None
     data = {} if data is None else data
