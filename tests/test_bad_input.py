@@ -198,6 +198,15 @@ def test_duplicate_key_in_a_command_line_mapping(tmp_path, capsys):
     assert_refused(code, err, "The value of `best_checkpoint` on the command line", "duplicate key `metric`")
 
 
+def test_duplicate_key_in_a_mapping_written_as_a_string(tmp_path, capsys):
+    # a YAML file may hold a mapping field as a string (as the command line does): its keys are checked too
+    config = write_yaml(
+        tmp_path, {**base_config(tmp_path), "best_checkpoint": "{tasks: [toy-add], metric: pass@1, metric: reward}"}
+    )
+    code, err = run(capsys, ["--config", config])
+    assert_refused(code, err, "Invalid value for `best_checkpoint`", "duplicate key `metric`", "Remove one of the two")
+
+
 def test_yaml_loader_nesting_and_merge_keys():
     with pytest.raises(DuplicateKeyError, match=r"`runs\[1\]\.lr` \(lines 3 and 4\)"):
         load_yaml("runs:\n  - {lr: 1}\n  - lr: 1\n    lr: 2\n")

@@ -17,6 +17,8 @@ from typing import Any, Literal, Union
 
 import yaml
 
+from healtrl._yamlfile import DuplicateKeyError, load_yaml
+
 __all__ = ["coerce_value", "describe_type"]
 
 
@@ -236,7 +238,9 @@ def _coerce(value, hint, raw):
     if origin is dict or hint is dict:
         if isinstance(value, str):  # a JSON/YAML mapping written as a string
             try:
-                parsed = yaml.safe_load(value)
+                parsed = load_yaml(value)
+            except DuplicateKeyError:
+                raise  # named by the caller: the text is a mapping, with a key set twice
             except yaml.YAMLError:
                 raise _Mismatch from None
             value = parsed

@@ -23,6 +23,8 @@ def _selection_producer(path: str, config_dirs: list[str]) -> tuple[str, dict] |
 
     import yaml
 
+    from healtrl._yamlfile import load_yaml
+
     try:
         from healtrl.selection import SELECTED_DIR
     except ImportError:  # pragma: no cover - healtrl.selection is part of the package
@@ -34,7 +36,7 @@ def _selection_producer(path: str, config_dirs: list[str]) -> tuple[str, dict] |
         for file in sorted(glob.glob(os.path.join(folder, "*.yaml"))):
             try:
                 with open(file) as f:
-                    options = yaml.safe_load(f)
+                    options = load_yaml(f)  # a file with a duplicate key is not a usable selection config
             except (OSError, yaml.YAMLError):
                 continue
             if not isinstance(options, dict) or "trainer" in options or not options.get("dataset"):

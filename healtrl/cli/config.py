@@ -416,6 +416,8 @@ def resolve(
         f = fields[group][key]
         try:
             converted = coerce_value(value, hint, raw)
+        except DuplicateKeyError as exc:
+            raise ConfigError(f"Invalid value for `{key}` {where}: the mapping written as text has a {exc}") from None
         except ValueError:
             default_value = _field_default(f)
             example = f" Its default is {default_value!r}." if default_value is not _MISSING else ""

@@ -30,6 +30,8 @@ from typing import Any
 
 import yaml
 
+from healtrl._yamlfile import load_yaml
+
 from .config import DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve, shipped_config
 
 __all__ = ["MAIN_SELECT_YAML", "PANELS", "grpo_counterpart", "run_main_job", "summarize"]
@@ -109,7 +111,7 @@ def summarize(histories: dict[str, list[dict]], window: int = SUMMARY_WINDOW) ->
 def _select(output_dir: str) -> None:
     from healtrl.selection import select_general_data
 
-    options: dict[str, Any] = yaml.safe_load(MAIN_SELECT_YAML)
+    options: dict[str, Any] = load_yaml(MAIN_SELECT_YAML)
     options["output_dir"] = output_dir
     select_general_data(**options, progress=True)
 
