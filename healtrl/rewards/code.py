@@ -11,8 +11,10 @@ The `tests` column holds a JSON test specification, one of:
   problems.
 
 A completion scores 1.0 when every test passes and 0.0 otherwise (including crashes, timeouts, exits before the tests
-ran and anything else a hostile program may try). The expected outputs of stdio and functional tests never enter the
-sandbox: the program's outputs are compared outside it.
+ran and anything else a hostile program may try). Nothing the program can read or patch decides the verdict: the
+expected outputs of stdio and functional tests never enter the sandbox (the program's outputs are compared outside
+it), and an assert-style test runs in a second sandboxed process, the judge, which calls the program's function over
+a pipe and gets back plain data only (`healtrl.rewards._assert_tests` has the design and its limits).
 """
 
 from __future__ import annotations
