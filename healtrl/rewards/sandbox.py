@@ -9,7 +9,8 @@ enabled; the usual case). What is guaranteed:
 
 * no network: a new network namespace holds only a loopback interface that is down, so every connect fails;
 * no stray processes: the program runs in a new PID namespace whose first process is the program; when it exits or
-  is killed, the kernel kills every process it started (double forks and `setsid` included);
+  is killed, the kernel kills every process it started (double forks and `setsid` included), and nothing is ever
+  orphaned to the trainer (see "Processes and zombies" below);
 * a read-only host: every file system the trainer sees is read-only in the program's mount namespace, whoever owns
   the files; it writes only to its working directory, a fresh tmpfs of `disk_bytes`, and to private 1 MiB tmpfs on
   `/tmp`, `/var/tmp` and `/dev/shm` (`RLIMIT_FSIZE` caps any single file); it sees its own `/proc`;
@@ -29,8 +30,31 @@ the run, the disk is only bounded per file, and without root the program can wri
 chosen silently: where namespaces are unavailable the first run raises `RuntimeError` with the fix, and
 `HEALTRL_SANDBOX=rlimits` opts into this level.
 
-Memory: `RLIMIT_AS` bounds each process, so the program and its children together use at most
-`(max_processes + 1) * memory_bytes` of address space.
+Processes and zombies: nothing of a run is left for the trainer to reap, also when the trainer inherits orphans
+(PID 1 of a container, or a child subreaper): a zombie it never reaps would count against the slot uid's
+`RLIMIT_NPROC` forever, until every run of that slot failed at start-up. Under "namespaces" a run is stopped by killing
+the namespace's first process, so that `unshare`, the trainer's only child, exits after it (the program and what it
+started die with the namespace). As root, once a run is over, whatever its slot's uid still runs is killed (under
+"rlimits" this also ends the processes that left the session), and each run ends by reaping the zombie children the
+trainer inherited from it: processes of that slot's uid (no other run uses the slot meanwhile) and first processes of
+a PID namespace. No other child of the trainer is reaped (dataloader workers, another library's `Popen`). Not
+covered: without root under "rlimits", processes that left the session outlive the run and, when the trainer is a
+subreaper, end as its zombies: they run as the trainer's own uid and cannot be told apart from its other children
+(the process limit is then relative to the user's current processes, so they do not starve later runs).
+
+Memory: `RLIMIT_AS` bounds each process and `RLIMIT_NPROC` their number, so a run's processes together have at most
+`SandboxLimits.total_memory_bytes` = `(max_processes + 1) * memory_bytes` of address space (5 GiB by default: the
+program and 4 more processes of 1 GiB). The bound is exact as root, where every concurrent run has a uid of its own;
+without root the process limit counts all of the user's processes, and concurrent runs can use each other's headroom.
+
+Sandbox errors: a run that the sandbox itself failed gets the status "sandbox_error", not the program's outcome: no
+temporary directory, pipe or fork; `prlimit` or `unshare` failed; the bootstrap could not mount or switch uid; the
+program's exec was refused (`EAGAIN` from a full process limit); its exit status could not be collected. The
+machinery reports on a pipe the program never holds (b"R" just before the program's exec, b"E<error>" on a failure),
+so a program cannot pass its own failure (exit code 125, an error message) for the sandbox's. Every run is counted
+(`sandbox_error_counts`), and `report_sandbox_errors` logs a batch's count (`rewards/sandbox_errors`, through TRL's
+`log_metric`) and warns when sandbox errors are frequent; `healtrl.rewards.code` scores such completions 0 and
+reports them apart from malformed ones.
 """
 
 from __future__ import annotations
@@ -46,6 +70,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -54,7 +79,16 @@ try:  # POSIX only
 except ImportError:  # pragma: no cover - Windows
     resource = None
 
-__all__ = ["SandboxLimits", "SandboxResult", "isolation_level", "run_python"]
+__all__ = [
+    "SANDBOX_ERROR",
+    "SandboxLimits",
+    "SandboxResult",
+    "isolation_level",
+    "report_sandbox_errors",
+    "reset_sandbox_error_counts",
+    "run_python",
+    "sandbox_error_counts",
+]
 
 logger = logging.getLogger("healtrl.rewards.sandbox")
 
@@ -65,11 +99,12 @@ class SandboxLimits:
 
     Attributes:
         timeout: Wall-clock seconds before everything the program started is killed.
-        memory_bytes: Address space of each process (`RLIMIT_AS`).
+        memory_bytes: Address space of each process (`RLIMIT_AS`); all processes together: `total_memory_bytes`.
         cpu_seconds: CPU seconds of each process (`RLIMIT_CPU`); default `ceil(timeout) + 1`.
         file_size_bytes: Largest file a process may write (`RLIMIT_FSIZE`).
         disk_bytes: Size of the tmpfs working directory ("namespaces" isolation).
-        max_processes: Processes and threads the program may create besides itself (`RLIMIT_NPROC`).
+        max_processes: Processes and threads the program may create besides itself (`RLIMIT_NPROC`; as root, the
+            run's own uid holds at most `max_processes + 1` of them).
         max_open_files: Open file descriptors per process (`RLIMIT_NOFILE`).
         max_output_bytes: stdout and stderr kept (each); a program that prints more is killed.
     """
@@ -79,7 +114,7 @@ class SandboxLimits:
     cpu_seconds: int | None = None
     file_size_bytes: int = 16 << 20
     disk_bytes: int = 64 << 20
-    max_processes: int = 8
+    max_processes: int = 4
     max_open_files: int = 64
     max_output_bytes: int = 1 << 20
 
@@ -89,6 +124,17 @@ class SandboxLimits:
             if value is not None and not value > 0:
                 raise ValueError(f"SandboxLimits.{field.name} must be positive, got {value!r}.")
 
+    @property
+    def total_memory_bytes(self) -> int:
+        """Address space of one run's processes together: `(max_processes + 1) * memory_bytes` (5 GiB by default).
+
+        `RLIMIT_AS` bounds each process and `RLIMIT_NPROC` their number, so this is the bound the two enforce together
+        (exactly as root, where each concurrent run has a uid of its own; without root the process limit counts all of
+        the user's processes, and concurrent runs can use each other's headroom). Threads share their process's
+        address space: they count against `max_processes` but add nothing here.
+        """
+        return (self.max_processes + 1) * self.memory_bytes
+
 
 @dataclass
 class SandboxResult:
@@ -96,7 +142,8 @@ class SandboxResult:
 
     Attributes:
         status: "ok" (exit code 0), "error" (non-zero exit or killed by a signal), "timeout", "output_limit" (printed
-            more than `max_output_bytes`) or "failed_to_start".
+            more than `max_output_bytes`) or "sandbox_error" (the sandbox failed, not the program: it did not run, or
+            its outcome is unknown; `stderr` ends with the reason).
         returncode: Exit code (negative: killed by that signal), None if it never ran.
         stdout: Captured standard output (UTF-8, undecodable bytes replaced), at most `max_output_bytes`.
         stderr: Captured standard error, likewise capped.
@@ -113,17 +160,26 @@ class SandboxResult:
 
 
 # --------------------------------------------------------------------------------------------------------- isolation
-# Runs inside the new namespaces. argv: root disk_bytes uid. As root (uid >= 0; no user namespace), it still holds
-# real privileges here, so it makes the host read-only, then switches to `uid` before starting the program; without
-# root (uid == -1; a user namespace maps the caller to namespace-root) it makes the host read-only and drops every
-# capability. Steps: (1) every inherited mount read-only (mount_setattr, recursive), so that the program can write
+# Runs inside the new namespaces. argv: root disk_bytes uid status_fd. As root (uid >= 0; no user namespace), it still
+# holds real privileges here, so it makes the host read-only, then switches to `uid` before starting the program;
+# without root (uid == -1; a user namespace maps the caller to namespace-root) it makes the host read-only and drops
+# every capability. Steps: (1) every inherited mount read-only (mount_setattr, recursive), so that the program can write
 # none of the host's files whoever owns them; (2) a tmpfs working directory holding the program's files; (3) as root,
 # the directories on the way to the interpreter that the unprivileged uid could not traverse (e.g. a pyenv under
 # /root) are covered by a tmpfs that holds bind mounts of only what the interpreter needs; (4) private /tmp, /var/tmp,
 # /dev/shm; (5) drop privileges, no_new_privs, exec the interpreter on main.py (with -c: Python resolves a script path
-# to an absolute path, which the private mounts may hide).
+# to an absolute path, which the private mounts may hide). It writes b"R" to status_fd just before the exec, and
+# b"E<error>" (then exits 125) when any step fails, so that its failures are not taken for the program's.
 _BOOTSTRAP = r"""
 import ctypes, os, shutil, stat, sys
+report = int(sys.argv[4])
+os.set_inheritable(report, False)  # closed by the exec below: the program never holds it
+def failed(kind, exc, tb):  # any error of the bootstrap is the sandbox's, told apart from the program's
+    try:
+        os.write(report, b"E" + repr(exc).encode("utf-8", "replace")[:2000])
+    finally:
+        os._exit(125)
+sys.excepthook = failed
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 def check(ret, what):
@@ -192,13 +248,17 @@ else:
             break
 check(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")  # PR_SET_NO_NEW_PRIVS
 os.environ["HOME"] = work
+os.write(report, b"R")  # the machinery is done: what fails from here on is the program's (unless execv raises)
 os.execv(exe, [exe, "-I", "-c", "import sys\nsys.argv = ['main.py']\n"
          "exec(compile(open('main.py', encoding='utf-8').read(), 'main.py', 'exec'), {'__name__': '__main__'})"])
 """
 
-# The fallback: refuse Python-level sockets (best effort), then run the program.
+# The fallback: report the start (argv[1] is the status pipe), refuse Python-level sockets (best effort), then run
+# the program.
 _FALLBACK_RUNNER = r"""
-import socket, sys
+import os, socket, sys
+os.write(int(sys.argv[1]), b"R")
+os.close(int(sys.argv[1]))
 def _no_network(*args, **kwargs):
     raise OSError("network access is disabled in the healtrl sandbox")
 socket.socket.connect = socket.socket.connect_ex = socket.socket.bind = _no_network
@@ -221,7 +281,93 @@ _ENV = {
 _state_lock = threading.Lock()
 _isolation: str | None = None
 _uid_mode: str | None = None  # as root: "per-slot" or "nobody"; otherwise "none" (the caller's own uid)
+_slots_free = threading.Condition()
 _free_slots: list[int] = list(range(64))
+
+
+# -------------------------------------------------------------------------------------------------------- accounting
+SANDBOX_ERROR = "sandbox_error"
+"""`SandboxResult.status` of a run that the sandbox itself failed (the program's outcome says nothing about it)."""
+
+RECENT_RUNS = 100
+"""Runs in the window of `sandbox_error_counts` and of the warning of `report_sandbox_errors`."""
+
+_counts = {"runs": 0, "sandbox_errors": 0}
+_recent: deque[bool] = deque(maxlen=RECENT_RUNS)
+_last_error = ""
+
+
+def _record(result: SandboxResult) -> None:
+    global _last_error
+    failed = result.status == SANDBOX_ERROR
+    with _state_lock:
+        _counts["runs"] += 1
+        _counts["sandbox_errors"] += failed
+        _recent.append(failed)
+        if failed:
+            _last_error = result.stderr.rstrip().rsplit("\n", 1)[-1][:500]
+    if failed:
+        logger.debug("Sandbox error: %s", result.stderr[-2000:])
+
+
+def sandbox_error_counts() -> dict:
+    """Runs of `run_python` in this process and how many of them the sandbox failed ("sandbox_error"), in total and
+    over the last `RECENT_RUNS` runs, with the last error's message."""
+    with _state_lock:
+        return {
+            "runs": _counts["runs"],
+            "sandbox_errors": _counts["sandbox_errors"],
+            "recent_runs": len(_recent),
+            "recent_sandbox_errors": sum(_recent),
+            "last_error": _last_error,
+        }
+
+
+def reset_sandbox_error_counts() -> None:
+    """Set the counters of `sandbox_error_counts` back to zero."""
+    global _last_error
+    with _state_lock:
+        _counts.update(runs=0, sandbox_errors=0)
+        _recent.clear()
+        _last_error = ""
+
+
+def report_sandbox_errors(n_errors: int, n_runs: int, log_metric=None) -> bool:
+    """Log a batch's sandbox errors as `rewards/sandbox_errors` (through TRL's `log_metric` hook when given) and warn
+    when they are frequent.
+
+    The warning fires for a batch with sandbox errors when more than half of its runs failed that way, or when more
+    than 10% of this process's last `RECENT_RUNS` runs did (once at least 20 ran).
+
+    Returns:
+        Whether it warned.
+    """
+    if callable(log_metric):
+        try:
+            log_metric("rewards/sandbox_errors", float(n_errors))
+        except Exception:  # a logging hook must not take the reward down
+            pass
+    if not n_errors:
+        return False
+    counts = sandbox_error_counts()
+    recent, recent_errors = counts["recent_runs"], counts["recent_sandbox_errors"]
+    if not (2 * n_errors > n_runs or (recent >= 20 and 10 * recent_errors > recent)):
+        logger.info("The code sandbox failed %d of %d runs of this batch.", n_errors, n_runs)
+        return False
+    logger.warning(
+        "The code sandbox failed %d of %d runs of this batch (%d of the last %d runs, %d in total): those "
+        "completions scored 0 without their programs having run. Last error: %s. Check the machine's free memory and "
+        "process limits (`ulimit -u`, `/proc/sys/kernel/pid_max`), leftover processes of the sandbox's uids "
+        "(HEALTRL_SANDBOX_UID_BASE; `ps -eo uid,stat,pid,args`), and that `unshare`/`prlimit` still work; see "
+        "healtrl.rewards.sandbox.",
+        n_errors,
+        n_runs,
+        recent_errors,
+        recent,
+        counts["sandbox_errors"],
+        counts["last_error"] or "unknown",
+    )
+    return True
 
 
 def _uid_for(slot: int) -> int | None:
@@ -270,8 +416,8 @@ def _nproc_limit(limits: SandboxLimits, uid: int | None, extra: int) -> int:
     return _user_tasks(os.geteuid()) + limits.max_processes + extra
 
 
-def _command(isolation: str, root: str, limits: SandboxLimits, uid: int | None):
-    """The argv and preexec_fn of one run."""
+def _command(isolation: str, root: str, limits: SandboxLimits, uid: int | None, status_fd: int):
+    """The argv and preexec_fn of one run; the machinery reports on `status_fd` (see `_BOOTSTRAP`)."""
     if isolation == "namespaces":
         # counted: the program, plus unshare when it runs as the caller's uid (no root)
         processes = _nproc_limit(limits, uid, 1 if uid is not None else 2)
@@ -280,7 +426,7 @@ def _command(isolation: str, root: str, limits: SandboxLimits, uid: int | None):
         # as root: real privileges for the bootstrap, which then switches to `uid`; otherwise a user namespace
         argv += ["--mount"] if uid is not None else ["--user", "--map-root-user", "--mount"]
         argv += ["--pid", "--fork", "--kill-child", "--mount-proc", "--net", sys.executable, "-I", "-c", _BOOTSTRAP]
-        return [*argv, root, str(limits.disk_bytes), str(-1 if uid is None else uid)], None
+        return [*argv, root, str(limits.disk_bytes), str(-1 if uid is None else uid), str(status_fd)], None
     rlimits = _rlimits(limits, _nproc_limit(limits, uid, 1))
     strict = sys.platform == "linux"
 
@@ -296,7 +442,7 @@ def _command(isolation: str, root: str, limits: SandboxLimits, uid: int | None):
                 if strict:  # elsewhere (macOS) some limits cannot be set: best effort, as documented
                     raise
 
-    return [sys.executable, "-I", "-c", _FALLBACK_RUNNER], preexec
+    return [sys.executable, "-I", "-c", _FALLBACK_RUNNER, str(status_fd)], preexec
 
 
 def _prlimit_args(limits: SandboxLimits, processes: int) -> dict[str, int]:
@@ -407,61 +553,197 @@ def run_python(
         limits: Resource limits (default `SandboxLimits()`).
 
     Returns:
-        A `SandboxResult`. Never raises for anything the program does.
+        A `SandboxResult`; its status is "sandbox_error" when the sandbox itself failed (the program did not run, or
+        its outcome is unknown), which is counted (`sandbox_error_counts`). Never raises for anything the program
+        does.
     """
     limits = limits or SandboxLimits()
     isolation = isolation_level()
-    with _state_lock:
-        slot = _free_slots.pop(0) if _free_slots else None
+    with _slots_free:  # one run per slot at a time: as root, a slot's uid is the run's alone (see `_reap`)
+        while not _free_slots:
+            _slots_free.wait()
+        slot = _free_slots.pop(0)
     try:
-        return _run(source, files or {}, stdin, limits, isolation, _uid_for(slot if slot is not None else 63))
+        result = _run(source, files or {}, stdin, limits, isolation, _uid_for(slot))
     finally:
-        if slot is not None:
-            with _state_lock:
-                _free_slots.append(slot)
+        with _slots_free:
+            _free_slots.append(slot)
+            _slots_free.notify()
+    _record(result)
+    return result
 
 
 def _run(source, files, stdin, limits, isolation, uid, probing=False) -> SandboxResult:
     start = time.monotonic()
-    root = tempfile.mkdtemp(prefix="healtrl-sandbox-")
+    named = {**files, "main.py": source}
+    for name in named:
+        if os.path.basename(name) != name or name in ("", ".", ".."):
+            raise ValueError(f"Sandbox file names must be plain names, got {name!r}.")
+    data = stdin.encode("utf-8", "surrogatepass") if isinstance(stdin, str) else bytes(stdin)
+    root = proc = status_r = status_w = None
     try:
+        root = tempfile.mkdtemp(prefix="healtrl-sandbox-")
         os.chmod(root, 0o755)
         target = os.path.join(root, "files") if isolation == "namespaces" else os.path.join(root, "work")
         os.makedirs(target, mode=0o755)
         os.makedirs(os.path.join(root, "work"), mode=0o755, exist_ok=True)
-        for name, content in {**files, "main.py": source}.items():
-            if os.path.basename(name) != name or name in ("", ".", ".."):
-                raise ValueError(f"Sandbox file names must be plain names, got {name!r}.")
-            data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else bytes(content)
+        for name, content in named.items():
+            payload = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else bytes(content)
             with open(os.path.join(target, name), "wb") as handle:
-                handle.write(data)
+                handle.write(payload)
             os.chmod(os.path.join(target, name), 0o644)
         if isolation != "namespaces" and uid is not None:
             os.chown(os.path.join(root, "work"), uid, uid)
-        argv, preexec = _command(isolation, root, limits, uid)
-        data = stdin.encode("utf-8", "surrogatepass") if isinstance(stdin, str) else bytes(stdin)
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=os.path.join(root, "work") if isolation != "namespaces" else root,
-                env=dict(_ENV),
-                start_new_session=True,
-                preexec_fn=preexec,
-                close_fds=True,
-            )
-        except (OSError, subprocess.SubprocessError, ValueError) as exc:
-            if not probing:
-                logger.warning("The code sandbox could not start a program: %r", exc)
-            return SandboxResult("failed_to_start", None, "", repr(exc), time.monotonic() - start, isolation)
-        return _communicate(proc, data, limits, start, isolation)
+        status_r, status_w = os.pipe()
+        argv, preexec = _command(isolation, root, limits, uid, status_w)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=os.path.join(root, "work") if isolation != "namespaces" else root,
+            env=dict(_ENV),
+            start_new_session=True,
+            preexec_fn=preexec,
+            close_fds=True,
+            pass_fds=(status_w,),
+        )
+        os.close(status_w)
+        status_w = None
+        return _communicate(proc, data, limits, start, isolation, status_r)
+    except Exception as exc:  # the machinery failed (no fork, no pipe, no disk, ...): the program is not to blame
+        if proc is not None:
+            _kill(proc, isolation)
+            try:
+                proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                pass
+        if not probing:
+            logger.debug("The code sandbox failed: %r", exc)
+        return SandboxResult(
+            SANDBOX_ERROR,
+            None if proc is None else proc.returncode,
+            "",
+            f"healtrl sandbox: {exc!r}",
+            time.monotonic() - start,
+            isolation,
+        )
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        for fd in (status_r, status_w):
+            if fd is not None:
+                os.close(fd)
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+        try:
+            _reap(uid if _uid_mode == "per-slot" else None)
+        except OSError as exc:  # no /proc to read: nothing to reap either
+            logger.debug("Could not look for the sandbox's leftover processes: %r", exc)
 
 
-def _kill(proc: subprocess.Popen) -> None:
+# ---------------------------------------------------------------------------------------------------------- reaping
+def _proc_status(pid: str) -> dict[str, str] | None:
+    """The fields of /proc/PID/status (zombies keep theirs), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    fields = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return fields
+
+
+def _reap(uid: int | None, wait: float = 2.0) -> int:
+    """Reap the zombie children of this process that a run left, and with `uid` (as root, the finished run's own
+    slot uid) kill whatever that uid still runs. Returns how many processes of `uid` are left.
+
+    When the trainer is PID 1 of its container or a child subreaper, orphans of a run become its children, and as
+    zombies they would count against the slot's `RLIMIT_NPROC` forever. Only two kinds of process are reaped here,
+    so that children of other code in the trainer (whose exit status a `Popen` waits for) are never taken: processes
+    of the slot's uid (nobody else runs as it, and no run of this slot is in flight) and initial processes of a PID
+    namespace ("namespaces" isolation can orphan nothing else: `unshare` is the trainer's child, and everything the
+    program starts dies with its namespace).
+    """
+    if sys.platform != "linux":
+        return 0
+    me, until, killed = str(os.getpid()), time.monotonic() + wait, False
+    while True:
+        left = 0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            fields = _proc_status(pid)
+            if fields is None:
+                continue
+            owned = uid is not None and fields.get("Uid", "").split()[:1] == [str(uid)]
+            namespace_init = fields.get("NSpid", "").split()[1:][-1:] == ["1"]
+            if not (owned or namespace_init):
+                continue
+            if fields.get("PPid") == me and fields.get("State", "").startswith("Z"):
+                try:
+                    os.waitpid(int(pid), os.WNOHANG)
+                    continue
+                except ChildProcessError:
+                    pass
+            left += owned
+        if not left or time.monotonic() >= until:
+            if left:
+                logger.warning("The code sandbox's uid %s still owns %d processes after a run.", uid, left)
+            return left
+        if not killed:  # "rlimits" isolation: what left the run's session (or a start-up race) is still running
+            _kill_uid(uid)
+            killed = True
+        time.sleep(0.01)
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process of `uid`: a helper switches to it and signals -1 (all that it may signal)."""
+
+    def preexec():
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+
+    try:
+        subprocess.run(
+            [shutil.which("true") or "/bin/true"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={},
+            preexec_fn=preexec,
+            close_fds=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        logger.debug("Could not kill the processes of uid %s: %r", uid, exc)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        fields = _proc_status(entry)
+        if fields is not None and fields.get("PPid") == str(pid):
+            found.append(int(entry))
+    return found
+
+
+def _kill(proc: subprocess.Popen, isolation: str) -> None:
+    if isolation == "namespaces" and sys.platform == "linux":
+        # Kill the namespace's first process and let `unshare` exit after it: killed first, `unshare` would leave
+        # its child to this process when it is a subreaper (or PID 1).
+        inits = _children(proc.pid)
+        for pid in inits:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if inits and _wait_exit(proc, time.monotonic() + 1.0):
+            return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -492,7 +774,22 @@ def _wait_exit(proc: subprocess.Popen, until: float) -> bool:
         time.sleep(0.005)
 
 
-def _communicate(proc, data: bytes, limits: SandboxLimits, start: float, isolation: str) -> SandboxResult:
+def _read_status(fd: int) -> bytes:
+    """What the machinery wrote on its status pipe (b"R": the program started; b"E...": the machinery failed)."""
+    os.set_blocking(fd, False)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except (BlockingIOError, OSError):
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _communicate(proc, data: bytes, limits: SandboxLimits, start: float, isolation: str, status_fd: int):
     """Feed stdin and read stdout/stderr without blocking, until exit, timeout or too much output."""
     deadline = start + limits.timeout
     out = {proc.stdout: bytearray(), proc.stderr: bytearray()}
@@ -512,7 +809,7 @@ def _communicate(proc, data: bytes, limits: SandboxLimits, start: float, isolati
             now = time.monotonic()
             if kill_at is None and now >= deadline:
                 status, kill_at = "timeout", now
-                _kill(proc)
+                _kill(proc, isolation)
             if kill_at is not None and now - kill_at > 1.0:  # killed, but something still holds the pipes
                 break
             for key, _ in selector.select(timeout=max(0.0, min(0.05, deadline - now)) if kill_at is None else 0.05):
@@ -541,7 +838,7 @@ def _communicate(proc, data: bytes, limits: SandboxLimits, start: float, isolati
                 buffer += chunk[: max(room, 0)]
                 if len(chunk) > room and kill_at is None:
                     status, kill_at = "output_limit", time.monotonic()
-                    _kill(proc)
+                    _kill(proc, isolation)
     finally:
         selector.close()
         for stream in (proc.stdin, proc.stdout, proc.stderr):
@@ -554,18 +851,34 @@ def _communicate(proc, data: bytes, limits: SandboxLimits, start: float, isolati
     exited = _wait_exit(proc, wait_until)
     if not exited:
         status = status or "timeout"
-    _kill(proc)  # whatever is left of the session (what the PID namespace already did under "namespaces")
+    _kill(proc, isolation)  # whatever is left of the session (what the PID namespace already did under "namespaces")
     try:
         returncode = proc.wait(timeout=2.0)
     except subprocess.TimeoutExpired:
         returncode = None
-    if status is None:
+    stderr = out[proc.stderr].decode("utf-8", "replace")
+    report = _read_status(status_fd)
+    problem = None
+    if report != b"R":  # the program never ran: the machinery failed (or was too slow to start it)
+        if report[:1] == b"E" or report[1:2] == b"E":
+            problem = "the sandbox failed before the program ran: " + report.split(b"E", 1)[1].decode(
+                "utf-8", "replace"
+            )
+        elif status == "timeout":
+            problem = "the sandbox did not start the program within the time limit"
+        else:
+            problem = f"the sandbox failed before the program ran (exit status {returncode})"
+    elif returncode is None:
+        problem = "the sandbox could not collect the program's exit status"
+    if problem is not None:
+        status, stderr = SANDBOX_ERROR, (stderr + "\n" if stderr else "") + "healtrl sandbox: " + problem
+    elif status is None:
         status = "ok" if returncode == 0 else "error"
     return SandboxResult(
         status=status,
         returncode=returncode,
         stdout=out[proc.stdout].decode("utf-8", "replace"),
-        stderr=out[proc.stderr].decode("utf-8", "replace"),
+        stderr=stderr,
         duration=time.monotonic() - start,
         isolation=isolation,
     )
