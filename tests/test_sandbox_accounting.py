@@ -199,6 +199,29 @@ def test_children_together_stay_within_the_total_memory_bound():
     assert "got it" not in big.stdout and "MemoryError" in big.stderr, big  # RLIMIT_AS: each process alone
 
 
+@needs_sandbox
+def test_cgroup_bounds_all_processes_together():
+    """Files on the run's tmpfs are memory too: no per-process limit sees them, the run's memory cgroup does."""
+    if isolation_level() != "namespaces" or sandbox_module._cgroup_parents is None:
+        pytest.skip("no cgroup for the runs here (root, and a usable cgroup v2 or v1 memory hierarchy, needed)")
+    limits = SandboxLimits(
+        timeout=10, memory_bytes=64 << 20, max_processes=1, disk_bytes=512 << 20, file_size_bytes=512 << 20
+    )
+    fill = "f = open('big', 'wb')\nfor i in range({}):\n    f.write(b'x' * (1 << 20))\n    f.flush()\nprint('done')"
+    within = run_python(fill.format(32), limits=limits)
+    assert (within.status, within.stdout) == ("ok", "done\n"), within
+    beyond = run_python(fill.format(300), limits=limits)  # 300 MiB > total_memory_bytes = 128 MiB
+    assert beyond.status == "error" and "done" not in beyond.stdout, beyond
+    assert "reached its memory limit (134217728 bytes)" in beyond.stderr, beyond
+    leftovers = [
+        name
+        for parent in set(sandbox_module._cgroup_parents.values())
+        for name in os.listdir(parent)
+        if name.startswith(f"healtrl-{os.getpid()}-")
+    ]
+    assert leftovers == []  # every run's cgroup removed
+
+
 # ----------------------------------------------------------------------------------------------------- error accounting
 def _metrics():
     logged = {}

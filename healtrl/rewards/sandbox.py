@@ -42,10 +42,19 @@ covered: without root under "rlimits", processes that left the session outlive t
 subreaper, end as its zombies: they run as the trainer's own uid and cannot be told apart from its other children
 (the process limit is then relative to the user's current processes, so they do not starve later runs).
 
-Memory: `RLIMIT_AS` bounds each process and `RLIMIT_NPROC` their number, so a run's processes together have at most
-`SandboxLimits.total_memory_bytes` = `(max_processes + 1) * memory_bytes` of address space (5 GiB by default: the
-program and 4 more processes of 1 GiB). The bound is exact as root, where every concurrent run has a uid of its own;
-without root the process limit counts all of the user's processes, and concurrent runs can use each other's headroom.
+Memory: a run's processes together are bounded by `SandboxLimits.total_memory_bytes`, `(max_processes + 1) *
+memory_bytes` (5 GiB by default: the program and 4 more processes of 1 GiB). `RLIMIT_AS` bounds each process's address
+space and `RLIMIT_NPROC` their number, which enforces it exactly as root, where every concurrent run has a uid of its
+own (without root the process limit counts all of the user's processes, and concurrent runs can use each other's
+headroom). As root, where a cgroup can be made, each run also gets cgroups of its own: memory (v2 `memory.max`, swap
+0; v1 `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes`) at `total_memory_bytes` for all of its processes,
+their files on its tmpfs included, and `pids.max` at `max_processes + 1`; a run that reaches the memory limit is
+killed by the kernel (status "error", and `stderr` says so), and after the run whatever is left in its cgroups is
+killed and the cgroups removed. Which cgroups: a v2 directory named by `HEALTRL_SANDBOX_CGROUP` or else the trainer's
+own v2 cgroup, when it can enable memory and pids for its children (in practice a delegated cgroup without processes,
+prepared for the trainer, or the root of a host); else the v1 memory and pids hierarchies (hosts with the hybrid
+layout); else none, and the rlimits alone bound a run. `HEALTRL_SANDBOX_CGROUP=none` turns cgroups off. The first run
+logs (INFO) which bound is in force.
 
 Sandbox errors: a run that the sandbox itself failed gets the status "sandbox_error", not the program's outcome: no
 temporary directory, pipe or fork; `prlimit` or `unshare` failed; the bootstrap could not mount or switch uid; the
@@ -60,6 +69,7 @@ reports them apart from malformed ones.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import os
 import selectors
@@ -160,16 +170,17 @@ class SandboxResult:
 
 
 # --------------------------------------------------------------------------------------------------------- isolation
-# Runs inside the new namespaces. argv: root disk_bytes uid status_fd. As root (uid >= 0; no user namespace), it still
-# holds real privileges here, so it makes the host read-only, then switches to `uid` before starting the program;
-# without root (uid == -1; a user namespace maps the caller to namespace-root) it makes the host read-only and drops
-# every capability. Steps: (1) every inherited mount read-only (mount_setattr, recursive), so that the program can write
-# none of the host's files whoever owns them; (2) a tmpfs working directory holding the program's files; (3) as root,
-# the directories on the way to the interpreter that the unprivileged uid could not traverse (e.g. a pyenv under
-# /root) are covered by a tmpfs that holds bind mounts of only what the interpreter needs; (4) private /tmp, /var/tmp,
-# /dev/shm; (5) drop privileges, no_new_privs, exec the interpreter on main.py (with -c: Python resolves a script path
-# to an absolute path, which the private mounts may hide). It writes b"R" to status_fd just before the exec, and
-# b"E<error>" (then exits 125) when any step fails, so that its failures are not taken for the program's.
+# Runs inside the new namespaces. argv: root disk_bytes uid status_fd cgroup_procs (the cgroup.procs files of the run's
+# cgroups, colon-separated; it joins them first). As root (uid >= 0; no user namespace), it still holds real privileges
+# here, so it makes the host read-only, then switches to `uid` before starting the program; without root (uid == -1; a
+# user namespace maps the caller to namespace-root) it makes the host read-only and drops every capability. Steps: (1)
+# every inherited mount read-only (mount_setattr, recursive), so that the program can write none of the host's files
+# whoever owns them; (2) a tmpfs working directory holding the program's files; (3) as root, the directories on the way
+# to the interpreter that the unprivileged uid could not traverse (e.g. a pyenv under /root) are covered by a tmpfs that
+# holds bind mounts of only what the interpreter needs; (4) private /tmp, /var/tmp, /dev/shm; (5) drop privileges,
+# no_new_privs, exec the interpreter on main.py (with -c: Python resolves a script path to an absolute path, which the
+# private mounts may hide). It writes b"R" to status_fd just before the exec, and b"E<error>" (then exits 125) when any
+# step fails, so that its failures are not taken for the program's.
 _BOOTSTRAP = r"""
 import ctypes, os, shutil, stat, sys
 report = int(sys.argv[4])
@@ -180,6 +191,9 @@ def failed(kind, exc, tb):  # any error of the bootstrap is the sandbox's, told 
     finally:
         os._exit(125)
 sys.excepthook = failed
+for procs in filter(None, sys.argv[5].split(":")):  # the run's cgroups, before the host turns read-only
+    with open(procs, "w") as handle:
+        handle.write("0")
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 def check(ret, what):
@@ -283,6 +297,157 @@ _isolation: str | None = None
 _uid_mode: str | None = None  # as root: "per-slot" or "nobody"; otherwise "none" (the caller's own uid)
 _slots_free = threading.Condition()
 _free_slots: list[int] = list(range(64))
+
+
+# ----------------------------------------------------------------------------------------------------------- cgroups
+_cgroup_parents: dict[str, str] | None = None  # controller ("memory", "pids") -> directory of the runs' cgroups
+_cgroup_version = ""  # "2", "1" or "" (none: the total memory bound is RLIMIT_AS x RLIMIT_NPROC)
+_cgroup_serial = itertools.count()
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup directories: "unified" (v2), and "memory", "pids" of the v1 hierarchies mounted."""
+    mounts = {}  # controller -> (mount root, mount point)
+    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+        for line in handle:
+            fields, _, tail = line.partition(" - ")
+            fields, tail = fields.split(), tail.split()
+            if len(fields) < 5 or len(tail) < 3:
+                continue
+            if tail[0] == "cgroup2":
+                mounts.setdefault("unified", (fields[3], fields[4]))
+            elif tail[0] == "cgroup":
+                for controller in ("memory", "pids"):
+                    if controller in tail[2].split(","):
+                        mounts.setdefault(controller, (fields[3], fields[4]))
+    found = {}
+    with open("/proc/self/cgroup", encoding="utf-8") as handle:
+        for line in handle:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for name in controllers.split(",") if controllers else ["unified"]:
+                if name in mounts:
+                    root, point = mounts[name]
+                    relative = os.path.relpath(path, root) if root != "/" else path.lstrip("/")
+                    if not relative.startswith(".."):
+                        found[name] = os.path.normpath(os.path.join(point, relative))
+    return found
+
+
+def _usable_cgroup_parent(directory: str, version: str) -> bool:
+    """Whether runs' cgroups can be made under `directory` (a v2 one needs memory and pids enabled for its children)."""
+    try:
+        if version == "2":
+            enabled = open(os.path.join(directory, "cgroup.subtree_control"), encoding="utf-8").read().split()
+            if not {"memory", "pids"} <= set(enabled):
+                with open(os.path.join(directory, "cgroup.subtree_control"), "w", encoding="utf-8") as handle:
+                    handle.write("+memory +pids")  # refused (EBUSY) where the directory holds processes
+        probe = os.path.join(directory, f"healtrl-probe-{os.getpid()}")
+        os.mkdir(probe)
+        try:
+            files = set(os.listdir(probe))
+        finally:
+            os.rmdir(probe)
+        wanted = {"memory.max", "pids.max"} if version == "2" else {"memory.limit_in_bytes", "pids.max"}
+        return bool(wanted & files) and "cgroup.procs" in files
+    except OSError:
+        return False
+
+
+def _detect_cgroups() -> None:
+    """Choose where runs' cgroups go (as root only): a cgroup v2 directory (`HEALTRL_SANDBOX_CGROUP`, else this
+    process's own cgroup) with memory and pids for its children, else the v1 memory and pids hierarchies, else none."""
+    global _cgroup_parents, _cgroup_version
+    _cgroup_parents, _cgroup_version = None, ""
+    if sys.platform != "linux" or os.geteuid() != 0 or os.environ.get("HEALTRL_SANDBOX_CGROUP", "") == "none":
+        return
+    try:
+        own = _own_cgroups()
+    except (OSError, ValueError):
+        return
+    unified = os.environ.get("HEALTRL_SANDBOX_CGROUP") or own.get("unified")
+    if unified and _usable_cgroup_parent(unified, "2"):
+        _cgroup_parents, _cgroup_version = {"memory": unified, "pids": unified}, "2"
+    elif "memory" in own and "pids" in own and all(_usable_cgroup_parent(own[c], "1") for c in ("memory", "pids")):
+        _cgroup_parents, _cgroup_version = {"memory": own["memory"], "pids": own["pids"]}, "1"
+
+
+class _RunCgroup:
+    """The cgroup(s) of one run: memory (all its processes together, `total_memory_bytes`) and pids."""
+
+    def __init__(self, limits: SandboxLimits, tasks: int):
+        name = f"healtrl-{os.getpid()}-{next(_cgroup_serial)}"  # (under _state_lock while isolation_level probes)
+        self.dirs = sorted({os.path.join(parent, name) for parent in _cgroup_parents.values()})
+        self.memory = os.path.join(_cgroup_parents["memory"], name)
+        self.pids = os.path.join(_cgroup_parents["pids"], name)
+        try:
+            for directory in self.dirs:
+                os.mkdir(directory)
+            total = str(limits.total_memory_bytes)
+            if _cgroup_version == "2":
+                self._write(self.memory, "memory.max", total)
+                self._write(self.memory, "memory.swap.max", "0", optional=True)
+            else:
+                self._write(self.memory, "memory.limit_in_bytes", total)
+                self._write(self.memory, "memory.memsw.limit_in_bytes", total, optional=True)
+            self._write(self.pids, "pids.max", str(tasks))
+        except OSError:
+            self.remove()
+            raise
+        self.procs = [os.path.join(directory, "cgroup.procs") for directory in self.dirs]
+
+    @staticmethod
+    def _write(directory: str, name: str, value: str, optional: bool = False) -> None:
+        try:
+            with open(os.path.join(directory, name), "w", encoding="ascii") as handle:
+                handle.write(value)
+        except OSError:
+            if not optional:
+                raise
+
+    def join(self) -> None:
+        """Move the calling process into the run's cgroups (between fork and exec: only system calls)."""
+        for path in self.procs:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+
+    def oom_killed(self) -> bool:
+        name = "memory.events" if _cgroup_version == "2" else "memory.oom_control"
+        try:
+            with open(os.path.join(self.memory, name), encoding="ascii") as handle:
+                return any(line.split()[:1] == ["oom_kill"] and line.split()[1] != "0" for line in handle)
+        except (OSError, IndexError):
+            return False
+
+    def remove(self) -> None:
+        """Kill whatever is left in the cgroups and remove them."""
+        for directory in self.dirs:
+            kill_file = os.path.join(directory, "cgroup.kill")
+            for _ in range(200):
+                try:
+                    os.rmdir(directory)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if os.path.exists(kill_file):
+                        self._write(directory, "cgroup.kill", "1", optional=True)
+                    else:
+                        try:
+                            with open(os.path.join(directory, "cgroup.procs"), encoding="ascii") as handle:
+                                pids = [int(pid) for pid in handle.read().split()]
+                        except OSError:
+                            pids = []
+                        for pid in pids:
+                            try:
+                                os.kill(pid, signal.SIGKILL)
+                            except OSError:
+                                pass
+                    time.sleep(0.01)
+            else:
+                logger.warning("Could not remove the sandbox's cgroup %s.", directory)
 
 
 # -------------------------------------------------------------------------------------------------------- accounting
@@ -416,8 +581,9 @@ def _nproc_limit(limits: SandboxLimits, uid: int | None, extra: int) -> int:
     return _user_tasks(os.geteuid()) + limits.max_processes + extra
 
 
-def _command(isolation: str, root: str, limits: SandboxLimits, uid: int | None, status_fd: int):
-    """The argv and preexec_fn of one run; the machinery reports on `status_fd` (see `_BOOTSTRAP`)."""
+def _command(isolation: str, root: str, limits: SandboxLimits, uid: int | None, status_fd: int, cgroup=None):
+    """The argv and preexec_fn of one run; the machinery reports on `status_fd` (see `_BOOTSTRAP`); the program's
+    processes go into `cgroup` (a `_RunCgroup`) when given."""
     if isolation == "namespaces":
         # counted: the program, plus unshare when it runs as the caller's uid (no root)
         processes = _nproc_limit(limits, uid, 1 if uid is not None else 2)
@@ -426,11 +592,14 @@ def _command(isolation: str, root: str, limits: SandboxLimits, uid: int | None, 
         # as root: real privileges for the bootstrap, which then switches to `uid`; otherwise a user namespace
         argv += ["--mount"] if uid is not None else ["--user", "--map-root-user", "--mount"]
         argv += ["--pid", "--fork", "--kill-child", "--mount-proc", "--net", sys.executable, "-I", "-c", _BOOTSTRAP]
-        return [*argv, root, str(limits.disk_bytes), str(-1 if uid is None else uid), str(status_fd)], None
+        procs = ":".join(cgroup.procs) if cgroup is not None else ""
+        return [*argv, root, str(limits.disk_bytes), str(-1 if uid is None else uid), str(status_fd), procs], None
     rlimits = _rlimits(limits, _nproc_limit(limits, uid, 1))
     strict = sys.platform == "linux"
 
     def preexec():  # only system calls: this runs between fork and exec
+        if cgroup is not None:
+            cgroup.join()
         if uid is not None:
             os.setgroups([])
             os.setgid(uid)
@@ -485,7 +654,7 @@ def isolation_level() -> str:
         RuntimeError: the sandbox cannot start here (no Linux namespaces and `HEALTRL_SANDBOX=rlimits` not set, or
             that level failed too); the message says what is missing.
     """
-    global _isolation, _uid_mode
+    global _isolation, _uid_mode, _cgroup_parents
     with _state_lock:
         if _isolation is not None:
             return _isolation
@@ -525,6 +694,15 @@ def isolation_level() -> str:
                     )
                 )
             )
+        _detect_cgroups()
+        if _cgroup_parents is not None and not _probe(_isolation, _uid_for(0)):
+            logger.warning("healtrl's code sandbox cannot run programs in a cgroup here: %s", _cgroup_parents)
+            _cgroup_parents = None
+        logger.info(
+            "healtrl's code sandbox: %s isolation; a run's processes together are bounded by %s.",
+            _isolation,
+            f"a cgroup v{_cgroup_version} (memory and pids)" if _cgroup_parents else "RLIMIT_AS x RLIMIT_NPROC",
+        )
         if _isolation != "namespaces":
             logger.warning(
                 "healtrl's code sandbox runs with resource limits only (no Linux namespaces): network isolation is "
@@ -580,8 +758,10 @@ def _run(source, files, stdin, limits, isolation, uid, probing=False) -> Sandbox
         if os.path.basename(name) != name or name in ("", ".", ".."):
             raise ValueError(f"Sandbox file names must be plain names, got {name!r}.")
     data = stdin.encode("utf-8", "surrogatepass") if isinstance(stdin, str) else bytes(stdin)
-    root = proc = status_r = status_w = None
+    root = proc = status_r = status_w = cgroup = None
     try:
+        if _cgroup_parents is not None:
+            cgroup = _RunCgroup(limits, tasks=limits.max_processes + 1)
         root = tempfile.mkdtemp(prefix="healtrl-sandbox-")
         os.chmod(root, 0o755)
         target = os.path.join(root, "files") if isolation == "namespaces" else os.path.join(root, "work")
@@ -595,7 +775,7 @@ def _run(source, files, stdin, limits, isolation, uid, probing=False) -> Sandbox
         if isolation != "namespaces" and uid is not None:
             os.chown(os.path.join(root, "work"), uid, uid)
         status_r, status_w = os.pipe()
-        argv, preexec = _command(isolation, root, limits, uid, status_w)
+        argv, preexec = _command(isolation, root, limits, uid, status_w, cgroup)
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -610,7 +790,13 @@ def _run(source, files, stdin, limits, isolation, uid, probing=False) -> Sandbox
         )
         os.close(status_w)
         status_w = None
-        return _communicate(proc, data, limits, start, isolation, status_r)
+        result = _communicate(proc, data, limits, start, isolation, status_r)
+        if cgroup is not None and result.status != SANDBOX_ERROR and cgroup.oom_killed():
+            result.stderr += (
+                f"\nhealtrl sandbox: the run's processes together reached its memory limit "
+                f"({limits.total_memory_bytes} bytes) and were killed"
+            )
+        return result
     except Exception as exc:  # the machinery failed (no fork, no pipe, no disk, ...): the program is not to blame
         if proc is not None:
             _kill(proc, isolation)
@@ -634,6 +820,8 @@ def _run(source, files, stdin, limits, isolation, uid, probing=False) -> Sandbox
                 os.close(fd)
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)
+        if cgroup is not None:
+            cgroup.remove()
         try:
             _reap(uid if _uid_mode == "per-slot" else None)
         except OSError as exc:  # no /proc to read: nothing to reap either
