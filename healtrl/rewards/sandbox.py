@@ -921,9 +921,9 @@ def _children(pid: int) -> list[int]:
 
 
 def _kill(proc: subprocess.Popen, isolation: str) -> None:
-    if isolation == "namespaces" and sys.platform == "linux":
+    if isolation == "namespaces" and sys.platform == "linux" and not _wait_exit(proc, time.monotonic()):
         # Kill the namespace's first process and let `unshare` exit after it: killed first, `unshare` would leave
-        # its child to this process when it is a subreaper (or PID 1).
+        # its child to this process when it is a subreaper (or PID 1). (Once `unshare` exited, its child is gone.)
         inits = _children(proc.pid)
         for pid in inits:
             try:
