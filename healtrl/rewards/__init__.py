@@ -12,7 +12,9 @@
 Each is registered in `healtrl.data.REWARD_FUNCS` ("math", "math_boxed", "math_answer_line", "math_lenient",
 "multiple_choice", "code", "reasoning_gym", "task"). None raises on
 a malformed completion (empty, longer than `MAX_COMPLETION_CHARS`, invalid unicode, wrong type): it scores 0.0 and is
-counted (`malformed_counts()`, and `rewards/<name>/malformed` through TRL's `log_metric`).
+counted (`malformed_counts()`, and `rewards/<name>/malformed` through TRL's `log_metric`). Programs that the code
+sandbox itself failed to run also score 0.0 and are counted apart (`sandbox_error_counts()`,
+`rewards/sandbox_errors`).
 """
 
 from ._common import MAX_COMPLETION_CHARS, malformed_counts, reset_malformed_counts
@@ -30,7 +32,14 @@ from .math import (
 )
 from .multiple_choice import extract_choice, multiple_choice_reward
 from .reasoning_gym import reasoning_gym_reward
-from .sandbox import SandboxLimits, SandboxResult, isolation_level, run_python
+from .sandbox import (
+    SandboxLimits,
+    SandboxResult,
+    isolation_level,
+    reset_sandbox_error_counts,
+    run_python,
+    sandbox_error_counts,
+)
 from .task import task_reward
 
 __all__ = [
@@ -55,7 +64,9 @@ __all__ = [
     "multiple_choice_reward",
     "reasoning_gym_reward",
     "reset_malformed_counts",
+    "reset_sandbox_error_counts",
     "run_python",
     "run_tests",
+    "sandbox_error_counts",
     "task_reward",
 ]

@@ -40,7 +40,8 @@ import secrets
 import threading
 from pathlib import Path
 
-from .sandbox import SandboxLimits, SandboxResult, run_python
+from . import sandbox
+from .sandbox import SANDBOX_ERROR, SandboxLimits, SandboxResult, run_python
 
 __all__ = ["run_assert_test"]
 
@@ -158,8 +159,18 @@ def run_assert_test(
         limits: Sandbox limits, applied to each of the two processes (they run concurrently).
 
     Returns:
-        (passed, the judge's `SandboxResult`; a `failed_to_start` one when either process could not start).
+        (passed, the judge's `SandboxResult`; the candidate's when the sandbox failed it: status "sandbox_error").
     """
+    with _PAIRS:  # both processes of a test hold a sandbox slot at once: never more pairs than slots
+        return _run_pair(code, test, entry_point, prompt, limits)
+
+
+# A pair waits for its two sandbox slots one after the other; with at most half the slots in pairs, a pair's second
+# process never waits on a slot held by another pair waiting for its own second slot.
+_PAIRS = threading.BoundedSemaphore(max(1, len(sandbox._free_slots) // 2))
+
+
+def _run_pair(code: str, test: str, entry_point: str, prompt: str, limits: SandboxLimits):
     nonce = secrets.token_hex(16)
     request_read, request_write = os.pipe()
     reply_read, reply_write = os.pipe()
@@ -194,7 +205,7 @@ def run_assert_test(
     finally:
         cancel.set()  # the verdict is in: whatever the candidate still does is killed
         server.join()
-    if served and served[0].status == "failed_to_start":
+    if served and served[0].status == SANDBOX_ERROR:
         return False, served[0]
     last = judged.stdout.rstrip("\n").rsplit("\n", 1)[-1]
     return judged.status == "ok" and last == f"{nonce} PASS", judged

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from ._assert_tests import run_assert_test
 from ._common import clean_text as _clean_text
 from ._common import column, report
-from .sandbox import SandboxLimits, isolation_level, run_python
+from .sandbox import SANDBOX_ERROR, SandboxLimits, isolation_level, report_sandbox_errors, run_python
 
 __all__ = ["DEFAULT_LIMITS", "TestReport", "code_reward", "extract_code", "make_code_reward", "run_tests"]
 
@@ -122,7 +122,7 @@ class TestReport:
     Attributes:
         passed: Tests passed.
         total: Tests run.
-        status: The sandbox status ("ok", "error", "timeout", "output_limit", "failed_to_start") or "bad_spec".
+        status: The sandbox status ("ok", "error", "timeout", "output_limit", "sandbox_error") or "bad_spec".
     """
 
     __test__ = False  # not a pytest class
@@ -253,7 +253,9 @@ def make_code_reward(limits: SandboxLimits = DEFAULT_LIMITS, workers: int | None
                 outcome = run_tests(extract_code(texts[i]), specs[i], limits)
             except Exception:  # never raise on a completion
                 return None
-            if outcome.status in ("bad_spec", "failed_to_start"):
+            if outcome.status == SANDBOX_ERROR:  # the program did not run: 0, counted as the sandbox's failure
+                return SANDBOX_ERROR
+            if outcome.status == "bad_spec":
                 return None
             if partial:
                 return outcome.passed / outcome.total
@@ -263,7 +265,8 @@ def make_code_reward(limits: SandboxLimits = DEFAULT_LIMITS, workers: int | None
         with ThreadPoolExecutor(max_workers=n_workers) as pool:
             scores = list(pool.map(score, range(len(completions))))
         report("code", sum(s is None for s in scores), len(completions), log_metric)
-        return [0.0 if s is None else float(s) for s in scores]
+        report_sandbox_errors(scores.count(SANDBOX_ERROR), sum(s is not None for s in scores), log_metric)
+        return [0.0 if s is None or s == SANDBOX_ERROR else float(s) for s in scores]
 
     code_reward.__name__ = "code_reward"
     code_reward.__doc__ = make_code_reward.__doc__
@@ -276,8 +279,9 @@ def code_reward(prompts=None, completions=None, tests=None, log_metric=None, **k
     The program is the last fenced code block of the completion (else the whole text); it runs in the sandbox of
     `healtrl.rewards.sandbox` with `DEFAULT_LIMITS` (10 s wall clock for all tests, 1 GiB address space, no network,
     a fresh temporary directory), up to 4 completions in parallel. Malformed completions and unreadable test
-    specifications score 0.0, never raise, and are counted (`rewards/code/malformed`). `make_code_reward` builds a
-    variant with other limits.
+    specifications score 0.0, never raise, and are counted (`rewards/code/malformed`); programs that the sandbox itself
+    failed to run score 0.0 and are counted apart (`rewards/sandbox_errors`, with a warning when frequent: see
+    `healtrl.rewards.sandbox.report_sandbox_errors`). `make_code_reward` builds a variant with other limits.
 
     Args:
         prompts: Unused.
