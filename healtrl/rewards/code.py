@@ -34,8 +34,9 @@ __all__ = ["DEFAULT_LIMITS", "TestReport", "code_reward", "extract_code", "make_
 DEFAULT_LIMITS = SandboxLimits(timeout=10.0, max_output_bytes=16 << 20)
 """Limits of one completion's run (all of its tests together)."""
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
-_OPEN_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[^\n]*\n", re.I)
+# The language tag of a fence's opening line ("```python", "``` py3 extra" -> "py3"). The fences themselves are found
+# with str.find (`_fences`, `extract_code`): a regex over "```" * n without a newline backtracks quadratically.
+_FENCE_LANG = re.compile(r"[ \t]*([A-Za-z0-9_+-]*)")
 
 # Imports that LiveCodeBench-style solutions assume (they are written for a judge that provides them).
 _HEADER = (
@@ -97,16 +98,41 @@ print(_nonce + " " + json.dumps(_results), flush=True)
 """
 
 
+def _fences(text: str) -> tuple[list[tuple[str, str]], int | None]:
+    """The closed fenced blocks of `text` as (language tag, code) in order, and the end of the last opening line of
+    a fence (the index after its newline; None when there is none). One pass of str.find: linear in the text.
+
+    A block opens at "```", takes its language tag from the rest of that line, and closes at the next "```" after the
+    line's newline; the search goes on after the closing fence. An opening line is any "```" followed by a newline,
+    searched again after each such line's newline."""
+    blocks, pos = [], 0
+    while (start := text.find("```", pos)) >= 0:
+        newline = text.find("\n", start + 3)
+        if newline < 0:
+            break
+        end = text.find("```", newline + 1)
+        if end < 0:  # no closing fence after this opening line, nor after any later one
+            break
+        blocks.append((_FENCE_LANG.match(text, start + 3, newline).group(1), text[newline + 1 : end]))
+        pos = end + 3
+    last_opening, pos = None, 0
+    while (start := text.find("```", pos)) >= 0:
+        newline = text.find("\n", start + 3)
+        if newline < 0:
+            break
+        last_opening = pos = newline + 1
+    return blocks, last_opening
+
+
 def extract_code(text: str) -> str:
     """The program in a completion: the last fenced code block (```python ... ```; an unterminated last fence runs
-    to the end), else the whole text."""
-    blocks = _FENCE.findall(text)
+    to the end), else the whole text. Linear in the length of the text."""
+    blocks, last_opening = _fences(text)
     python_blocks = [code for lang, code in blocks if lang.lower() in ("python", "python3", "py", "")]
     if python_blocks:
         return python_blocks[-1]
-    opening = list(_OPEN_FENCE.finditer(text))
-    if opening and text.count("```") % 2 == 1:
-        return text[opening[-1].end() :]
+    if last_opening is not None and text.count("```") % 2 == 1:
+        return text[last_opening:]
     if blocks:
         return blocks[-1][1]
     return text
