@@ -29,7 +29,7 @@ from healtrl.rewards import (
 )
 from healtrl.rewards import math as math_module
 from healtrl.rewards._common import fold_case
-from healtrl.rewards.code import _fences
+from healtrl.rewards.code import _FENCE_LANG, _fences
 from healtrl.rewards.math import MAX_STATED_ANSWERS, _answer_is_statements, _answer_line_contents
 from healtrl.rewards.multiple_choice import _statements
 from healtrl.rewards.reasoning_gym import _answer_tags
@@ -269,7 +269,10 @@ def test_scans_equal_the_old_patterns_on_random_texts():
         assert _answer_line_contents(text) == [a or "" for a in OLD_ANSWER_LINE.findall(text)], repr(text)
         assert _answer_is_statements(text) == OLD_ANSWER_IS.findall(text), repr(text)
         assert _statements(text) == OLD_STATEMENT.findall(text), repr(text)
-        blocks, last_opening = _fences(text)
+        spans, last_opening = _fences(text)
+        blocks = [
+            (_FENCE_LANG.match(text, tag, newline).group(1), text[newline + 1 : end]) for tag, newline, end in spans
+        ]
         assert blocks == OLD_FENCE.findall(text), repr(text)
         openings = list(OLD_OPEN_FENCE.finditer(text))
         assert last_opening == (openings[-1].end() if openings else None), repr(text)

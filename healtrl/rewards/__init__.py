@@ -13,6 +13,9 @@ Each is registered in `healtrl.data.REWARD_FUNCS` ("math", "math_boxed", "math_a
 "multiple_choice", "code", "reasoning_gym", "task"). None raises on
 a malformed completion (empty, longer than `MAX_COMPLETION_CHARS`, invalid unicode, wrong type): it scores 0.0 and is
 counted (`malformed_counts()`, and `rewards/<name>/malformed` through TRL's `log_metric`).
+
+Reading a completion is linear in its length, and math-verify runs in a worker process under a hard timeout that
+holds in any thread (issue #25; the bounds are stated in `healtrl.rewards.math`).
 """
 
 from ._common import MAX_COMPLETION_CHARS, malformed_counts, reset_malformed_counts

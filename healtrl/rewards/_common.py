@@ -1,4 +1,5 @@
-"""Shared plumbing of the verifiable rewards: completion text, column alignment, malformed-completion accounting."""
+"""Shared plumbing of the verifiable rewards: completion text, column alignment, malformed-completion accounting, and
+`fold_case` (case-insensitive searches at the speed of literal ones, for the linear-time parsing of issue #25)."""
 
 from __future__ import annotations
 

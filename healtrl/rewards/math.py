@@ -49,6 +49,29 @@ the last "Answer:" match in the last 300 characters and compares normalized stri
 box (two different answers score 0) and compare with math-verify (`0.5` equals `\\frac{1}{2}`). verl's and
 DeepScaleR's boxed graders take the last box; we require all boxes to agree. AER states math-verify (aer.txt §5.1),
 as here.
+
+Bounds (issue #25: a completion is hostile text, read in the trainer process outside the sandbox):
+
+* Reading the answers is linear in the completion's length (at most `MAX_COMPLETION_CHARS` = 1M characters; each
+  hostile input of that size takes well under 0.1 s): boxes are found with a literal search and their braces matched
+  in one pass (numpy past `_PYTHON_BRACES` braces); "Answer:" lines and "the answer is" statements are read by
+  scans that give what the former regexes gave (those backtracked quadratically on "Answer:" + 100,000 newlines);
+  case-insensitive heads are searched in the case-folded text (`fold_case`), where they have a fast literal prefix.
+  The lenient fallback reads the last `LENIENT_TAIL_CHARS` characters only.
+* Counts: more than `MAX_STATED_ANSWERS` (1,000) boxes, "Answer:" lines or "the answer is" statements, restatements
+  included, score 0; boxes nested so that their contents add up to more than `MAX_BOXED_CHARS_FACTOR` (2) times the
+  text's length make the completion malformed (`extract_boxed` raises ValueError; 2-deep nesting never does).
+* Answers longer than `MAX_ANSWER_CHARS` are compared as strings only.
+* math-verify runs in persistent worker processes (`MATH_VERIFY_WORKERS`, started with `python -c` on
+  `_math_verify_worker.py`: no `healtrl` import, no re-run of the caller's main module) with a hard wall-clock timeout
+  of `MATH_VERIFY_TIMEOUT_S` for all the answers of one completion; past it the worker is killed, a new one starts,
+  and the answers do not match. It holds in the main thread and in any other (math-verify's own timeouts use
+  signal.alarm, which works only in the main thread; in the worker they do). Normalized string equality, which
+  decides most answers, stays in-process; the gold parse is cached in the worker. Before an answer is sent, a cheap
+  check refuses (no match) those that would make sympy compute a huge number: an exponent above `MAX_EXPONENT`
+  (integers and power towers of integers are evaluated: `9^{9^{9^{9}}}`), a factorial in an exponent, a factorial
+  of an integer above `MAX_FACTORIAL` or of a group holding one or a factorial (`(10!)!`), a binomial coefficient
+  with an integer above `MAX_EXPONENT`.
 """
 
 from __future__ import annotations
@@ -58,6 +81,7 @@ import json
 import math
 import os
 import re
+import selectors
 import threading
 
 from ._common import column, fold_case, logger, safe_scores
@@ -449,7 +473,7 @@ _WORKER_BOOT = (
     "runpy.run_path(path, run_name='__main__')"
 )
 _INTEGER_RE = re.compile(r"\d+")
-_FACTORIAL_OPERAND_RE = re.compile(r"(\d+)\s*$")
+_FACTORIAL_RE = re.compile(r"(?:(\d+)|[)\]}])\s*!")  # "12!" (group 1: the integer) or "(...)!" (the bracket)
 _BINOMIAL_RE = re.compile(r"\\[dt]?binom|\\choose")
 
 
@@ -497,27 +521,38 @@ def _tower_log10(expression: str) -> float | None:
     return float("inf") if power > 300 else 10**power * base
 
 
+def _group_before(answer: str, end: int) -> str:
+    """The contents of the bracketed group that closes at `answer[end]` (")", "]" or "}")."""
+    depth = 0
+    for i in range(end, -1, -1):
+        depth += {")": 1, "]": 1, "}": 1, "(": -1, "[": -1, "{": -1}.get(answer[i], 0)
+        if depth == 0:
+            return answer[i + 1 : end]
+    return answer[:end]
+
+
 def _too_costly(answer: str) -> bool:
-    """Whether sympy would compute a huge number for `answer` (`MAX_EXPONENT`, `MAX_FACTORIAL`). Linear in the
-    answer's length per `^` (answers have at most `MAX_ANSWER_CHARS` characters)."""
+    """Whether sympy would compute a huge number for `answer`: an exponent above `MAX_EXPONENT` (integers and power
+    towers of integers are evaluated), a factorial in an exponent, a factorial of an integer above `MAX_FACTORIAL`,
+    of a group holding one or holding a factorial (`(10!)!`), a binomial coefficient with an integer above
+    `MAX_EXPONENT`. Answers have at most `MAX_ANSWER_CHARS` characters."""
     bound = math.log10(MAX_EXPONENT)
     i = answer.find("^")
     while i >= 0:
         exponent, _ = _operand_after(answer, i + 1)
         size = _tower_log10(exponent)
-        if (size is not None and size > bound) or "!" in exponent.replace("\\!", ""):
+        if (size is not None and size > bound) or _FACTORIAL_RE.search(exponent.replace("\\!", "")):
             return True
         i = answer.find("^", i + 1)
-    i = answer.find("!")
-    while i >= 0:
-        if i == 0 or answer[i - 1] != "\\":
-            before = answer[:i].rstrip()
-            operand = _FACTORIAL_OPERAND_RE.search(before)
-            if operand and _tower_log10(operand.group(1)) > math.log10(MAX_FACTORIAL):
+    factorial_bound = math.log10(MAX_FACTORIAL)
+    for match in _FACTORIAL_RE.finditer(answer):
+        if match.group(1) is not None:
+            if _tower_log10(match.group(1)) > factorial_bound:
                 return True
-            if before.endswith((")", "}", "!")):  # a factorial of an expression: (10!)!, {n^2}!
-                return True
-        i = answer.find("!", i + 1)
+            continue
+        group = _group_before(answer, match.start()).replace("\\!", "")
+        if "!" in group or any(_tower_log10(n) > factorial_bound for n in _INTEGER_RE.findall(group)):
+            return True
     if _BINOMIAL_RE.search(answer):
         return any(_tower_log10(n) > bound for n in _INTEGER_RE.findall(answer))
     return False
@@ -535,14 +570,12 @@ class _Worker:
             [sys.executable, "-c", _WORKER_BOOT, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
         self.ready = False
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.process.stdout, selectors.EVENT_READ)
 
     def _read_line(self, timeout: float) -> bytes:
-        import selectors
-
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.process.stdout, selectors.EVENT_READ)
-            if not selector.select(timeout):
-                raise TimeoutError
+        if not self.selector.select(timeout):
+            raise TimeoutError
         return self.process.stdout.readline()
 
     def ask(self, request: bytes, timeout: float) -> bool:
@@ -565,6 +598,7 @@ class _Worker:
     def kill(self) -> None:
         self.process.kill()
         self.process.wait()
+        self.selector.close()
         for stream in (self.process.stdin, self.process.stdout):
             try:
                 stream.close()
@@ -599,7 +633,7 @@ def _math_verify(gold: str, predictions: list[str]) -> bool:
         try:
             result = worker.ask(request, MATH_VERIFY_TIMEOUT_S)
         except TimeoutError:
-            logger.warning("math-verify ran past %.0f s on an answer; it does not match.", MATH_VERIFY_TIMEOUT_S)
+            logger.warning("math-verify ran past %g s on an answer; it does not match.", MATH_VERIFY_TIMEOUT_S)
             worker.kill()
             with _pool_lock:
                 _idle_workers.append(_Worker())  # loads math-verify while the rewards go on

@@ -1,5 +1,10 @@
 """Multiple-choice reward: exactly one chosen option (a letter such as "(B)", "Answer: B", "\\boxed{B}", or the exact
-text of one option), compared with the `answer` column (the correct letter)."""
+text of one option), compared with the `answer` column (the correct letter).
+
+Bounds (issue #25): reading a completion is linear in its length (the answer statements with one regex pass whose
+run of colons and whitespace is matched atomically, in the case-folded text; the boxes as in `healtrl.rewards.math`);
+a completion with more than `MAX_STATED_ANSWERS` (1,000) boxes chooses no option, and one whose boxes nest too deep
+is malformed (`extract_boxed`)."""
 
 from __future__ import annotations
 

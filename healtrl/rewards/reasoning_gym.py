@@ -1,4 +1,7 @@
-"""Reward for any `reasoning-gym` generator: the generator's own scorer on the completion's final answer."""
+"""Reward for any `reasoning-gym` generator: the generator's own scorer on the completion's final answer.
+
+The final answer is read in linear time (issue #25): boxes as in `healtrl.rewards.math`, `<answer>` tags with
+str.find. The generator's scorer is reasoning-gym's code and is not bounded here."""
 
 from __future__ import annotations
 
