@@ -15,6 +15,9 @@ a malformed completion (empty, longer than `MAX_COMPLETION_CHARS`, invalid unico
 counted (`malformed_counts()`, and `rewards/<name>/malformed` through TRL's `log_metric`). Programs that the code
 sandbox itself failed to run also score 0.0 and are counted apart (`sandbox_error_counts()`,
 `rewards/sandbox_errors`).
+
+Reading a completion is linear in its length, and math-verify runs in a worker process under a hard timeout that
+holds in any thread (the bounds are stated in `healtrl.rewards.math`).
 """
 
 from ._common import MAX_COMPLETION_CHARS, malformed_counts, reset_malformed_counts

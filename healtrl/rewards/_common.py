@@ -1,8 +1,10 @@
-"""Shared plumbing of the verifiable rewards: completion text, column alignment, malformed-completion accounting."""
+"""Shared plumbing of the verifiable rewards: completion text, column alignment, malformed-completion accounting, and
+`fold_case` (case-insensitive searches at the speed of literal ones, for the linear-time parsing of issue #25)."""
 
 from __future__ import annotations
 
 import logging
+import string
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -13,6 +15,21 @@ logger = logging.getLogger("healtrl.rewards")
 
 MAX_COMPLETION_CHARS = 1_000_000
 """Completions longer than this (characters) are malformed: they score 0 without being parsed."""
+
+# Every character that a case-insensitive regex matches to an ASCII letter -> that letter in lower case: A-Z and
+# U+0130, U+0131 (i), U+017F (s), U+212A (k). A lower-case pattern matches the folded text where its case-insensitive
+# version matches the text, at the same indices (one character for one). Case-insensitive patterns cannot use the
+# regex engine's fast search for a literal prefix; on 1M characters they take ~0.1 s where the literal takes ~1 ms.
+_FOLD = str.maketrans(
+    {**{c: c.lower() for c in string.ascii_uppercase}, "\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}
+)
+
+
+def fold_case(text: str) -> str:
+    """`text` with the characters a case-insensitive regex matches to ASCII letters replaced by those letters in
+    lower case; same length, same indices."""
+    return text.translate(_FOLD)
+
 
 _lock = threading.Lock()
 _MALFORMED: Counter = Counter()

@@ -37,8 +37,10 @@ __all__ = ["DEFAULT_LIMITS", "TestReport", "code_reward", "extract_code", "make_
 DEFAULT_LIMITS = SandboxLimits(timeout=10.0, max_output_bytes=16 << 20)
 """Limits of one completion's run (all of its tests together)."""
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
-_OPEN_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[^\n]*\n", re.I)
+# The language tag of a fence's opening line ("```python", "``` py3 extra" -> "py3"). The fences themselves are found
+# with str.find (`_fences`, `extract_code`): a regex over "```" * n without a newline backtracks quadratically.
+_FENCE_LANG = re.compile(r"[ \t]*([A-Za-z0-9_+-]*)")
+_FENCE_MARK = re.compile("```")
 
 # Imports that LiveCodeBench-style solutions assume (they are written for a judge that provides them).
 _HEADER = (
@@ -100,18 +102,40 @@ print(_nonce + " " + json.dumps(_results), flush=True)
 """
 
 
+def _fences(text: str) -> tuple[list[tuple[int, int, int]], int | None]:
+    """The closed fenced blocks of `text` as (start of the language tag, its line's newline, closing fence) indices in
+    order, and where the text after the last opening line of a fence starts (None when there is none). Linear in the
+    text.
+
+    A block opens at "```", takes its language tag from the rest of that line, and closes at the next "```" after the
+    line's newline; the search goes on after the closing fence. An opening line is any "```" followed by a newline,
+    searched again after each such line: the last one is the line of the last "```" that a newline follows."""
+    blocks, pos = [], 0
+    while fence := _FENCE_MARK.search(text, pos):
+        newline = text.find("\n", fence.end())
+        if newline < 0:
+            break
+        end = _FENCE_MARK.search(text, newline + 1)
+        if end is None:  # no closing fence after this opening line, nor after any later one
+            break
+        blocks.append((fence.end(), newline, end.start()))
+        pos = end.end()
+    last_newline = text.rfind("\n")
+    last_opening = text.rfind("```", 0, last_newline) if last_newline >= 0 else -1
+    return blocks, None if last_opening < 0 else text.find("\n", last_opening + 3) + 1
+
+
 def extract_code(text: str) -> str:
     """The program in a completion: the last fenced code block (```python ... ```; an unterminated last fence runs
-    to the end), else the whole text."""
-    blocks = _FENCE.findall(text)
-    python_blocks = [code for lang, code in blocks if lang.lower() in ("python", "python3", "py", "")]
-    if python_blocks:
-        return python_blocks[-1]
-    opening = list(_OPEN_FENCE.finditer(text))
-    if opening and text.count("```") % 2 == 1:
-        return text[opening[-1].end() :]
+    to the end), else the whole text. Linear in the length of the text."""
+    blocks, last_opening = _fences(text)
+    for tag, newline, end in reversed(blocks):
+        if _FENCE_LANG.match(text, tag, newline).group(1).lower() in ("python", "python3", "py", ""):
+            return text[newline + 1 : end]
+    if last_opening is not None and text.count("```") % 2 == 1:
+        return text[last_opening:]
     if blocks:
-        return blocks[-1][1]
+        return text[blocks[-1][1] + 1 : blocks[-1][2]]
     return text
 
 

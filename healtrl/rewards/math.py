@@ -49,15 +49,42 @@ the last "Answer:" match in the last 300 characters and compares normalized stri
 box (two different answers score 0) and compare with math-verify (`0.5` equals `\\frac{1}{2}`). verl's and
 DeepScaleR's boxed graders take the last box; we require all boxes to agree. AER states math-verify (aer.txt §5.1),
 as here.
+
+Bounds (issue #25: a completion is hostile text, read in the trainer process outside the sandbox):
+
+* Reading the answers is linear in the completion's length (at most `MAX_COMPLETION_CHARS` = 1M characters; each
+  hostile input of that size takes well under 0.1 s): boxes are found with a literal search and their braces matched
+  in one pass (numpy past `_PYTHON_BRACES` braces); "Answer:" lines and "the answer is" statements are read by
+  scans that give what the former regexes gave (those backtracked quadratically on "Answer:" + 100,000 newlines);
+  case-insensitive heads are searched in the case-folded text (`fold_case`), where they have a fast literal prefix.
+  The lenient fallback reads the last `LENIENT_TAIL_CHARS` characters only.
+* Counts: more than `MAX_STATED_ANSWERS` (1,000) boxes, "Answer:" lines or "the answer is" statements, restatements
+  included, score 0; boxes nested so that their contents add up to more than `MAX_BOXED_CHARS_FACTOR` (2) times the
+  text's length make the completion malformed (`extract_boxed` raises ValueError; 2-deep nesting never does).
+* Answers longer than `MAX_ANSWER_CHARS` are compared as strings only.
+* math-verify runs in persistent worker processes (`MATH_VERIFY_WORKERS`, started with `python -c` on
+  `_math_verify_worker.py`: no `healtrl` import, no re-run of the caller's main module) with a hard wall-clock timeout
+  of `MATH_VERIFY_TIMEOUT_S` for all the answers of one completion; past it the worker is killed, a new one starts,
+  and the answers do not match. It holds in the main thread and in any other (math-verify's own timeouts use
+  signal.alarm, which works only in the main thread; in the worker they do). Normalized string equality, which
+  decides most answers, stays in-process; the gold parse is cached in the worker. Before an answer is sent, a cheap
+  check refuses (no match) those that would make sympy compute a huge number: an exponent above `MAX_EXPONENT`
+  (integers and power towers of integers are evaluated: `9^{9^{9^{9}}}`), a factorial in an exponent, a factorial
+  of an integer above `MAX_FACTORIAL` or of a group holding one or a factorial (`(10!)!`), a binomial coefficient
+  with an integer above `MAX_EXPONENT`.
 """
 
 from __future__ import annotations
 
-import functools
+import atexit
+import json
+import math
+import os
 import re
+import selectors
 import threading
 
-from ._common import column, safe_scores
+from ._common import column, fold_case, logger, safe_scores
 
 __all__ = [
     "ANSWER_FORMATS",
@@ -85,12 +112,30 @@ healtrl's math prompts ask for `\\boxed{}`."""
 MAX_ANSWER_CHARS = 1_000
 """Extracted answers longer than this are compared as strings only (sympy parsing of huge expressions can hang)."""
 
+MAX_BOXED_CHARS_FACTOR = 2
+"""The contents of all the boxes of a text add up to at most this many times its length, else the text is
+malformed (`extract_boxed` raises ValueError, the completion scores 0). Boxes nested up to 2 deep never reach it;
+without it, 100,000 nested boxes in 1M characters would copy ~10^11 characters."""
+
+MAX_STATED_ANSWERS = 1_000
+"""A completion with more boxes, or more "Answer:" lines, than this (restatements included) scores 0, and so does
+one with more different final-answer statements: each costs a normalization (and possibly a math-verify call),
+which 100,000 boxes would turn into seconds (or hours of math-verify)."""
+
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\b")
-# "Answer: x", "**Final Answer:** x", "> answer: x", "The final answer: x"; the answer may start on the next line.
-_ANSWER_LINE_RE = re.compile(
-    r"(?im)^[ \t>*#_-]*(?:the[ \t]+)?(?:final[ \t]+)?answer[ \t*_]*[:：][ \t*_]*(?:\n[ \t]*)?([^\n]*\S)?[ \t]*$"
-)
-_ANSWER_IS_RE = re.compile(r"(?i)\b(?:final\s+)?answer\s+is\s*:?\s*([^\n]{1,200})")
+_BOX_TOKEN_RE = re.compile(r"[^\s$]+")
+_BRACE_RE = re.compile(r"[{}]")
+# "Answer: x", "**Final Answer:** x", "> answer: x", "The final answer: x"; the answer may start on the next line. This
+# is the head of such a line, up to the blanks after the colon; the answer is read by `extract_answer_lines`.
+_ANSWER_LINE_HEAD_RE = re.compile(r"(?im)^[ \t>*#_-]*(?:the[ \t]+)?(?:final[ \t]+)?answer[ \t*_]*[:：][ \t*_]*")
+# Searched in the case-folded text (`fold_case`): "answer" is a literal prefix, found fast.
+_ANSWER_COLON_RE = re.compile(r"answer[ \t*_]*[:：]")
+# "answer is", in the case-folded text; a "final" before it is read backwards in the reversed text (a leading optional
+# group would cost the literal prefix and its fast search).
+_ANSWER_IS_RE = re.compile(r"answer\s+is")
+_FINAL_BEFORE_RE = re.compile(r"\s+lanif")
+_SPACES_RE = re.compile(r"\s*")
+_BLANKS_RE = re.compile(r"[ \t]*")
 _LEADING_PHRASE_RE = re.compile(r"(?i)^(?:the\s+)?(?:final\s+)?answer\s+is\s*:?\s*")
 # Bounded lengths keep every search linear in the completion's length (no span or gap longer than an answer).
 _MATH_SPAN_RE = re.compile(r"\$\$(.{1,1000}?)\$\$|\$(.{1,1000}?)\$|\\\((.{1,1000}?)\\\)|\\\[(.{1,1000}?)\\\]", re.S)
@@ -111,35 +156,90 @@ def check_answer_format(answer_format, where: str = "answer_format") -> str:
     return answer_format
 
 
-def _closing_braces(text: str) -> dict[int, int]:
-    """Index of each "{" of `text` -> index of its matching "}" (unbalanced "{" are left out); one linear pass."""
-    pairs, stack = {}, []
-    for i, char in enumerate(text):
-        if char == "{":
-            stack.append(i)
-        elif char == "}" and stack:
-            pairs[stack.pop()] = i
-    return pairs
+_PYTHON_BRACES = 2_000
+"""Texts with at most this many braces are matched in a Python loop; more are matched with numpy (a Python loop
+over 1M braces takes ~0.3 s)."""
+
+
+def _closing_braces(text: str, openings: list[int]) -> dict[int, int]:
+    """Index of each "{" of `openings` -> index of its matching "}" in `text` (unmatched ones are left out).
+
+    "{" and "}" pair as on a stack: a "}" closes the last unclosed "{" and is ignored when there is none. Linear:
+    a loop over the braces when they are few, else vectorized (`_PYTHON_BRACES`)."""
+    if text.count("{") + text.count("}") <= _PYTHON_BRACES:
+        pairs, stack = {}, []
+        for match in _BRACE_RE.finditer(text, openings[0]):  # braces before the first opening pair no opening
+            if match.group() == "{":
+                stack.append(match.start())
+            elif stack:
+                pairs[stack.pop()] = match.start()
+        return {i: pairs[i] for i in openings if i in pairs}
+    import numpy as np
+
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    position = np.flatnonzero((codes == ord("{")) | (codes == ord("}")))
+    is_open = codes[position] == ord("{")
+    # Depth after each brace, a "}" at depth 0 being ignored: the running sum of +1/-1 reflected at 0.
+    total = np.cumsum(np.where(is_open, 1, -1))
+    after = total - np.minimum(np.minimum.accumulate(total), 0)
+    wanted = np.searchsorted(position, openings)
+    if len(openings) <= 16:  # a "{" at depth d is closed by the first later brace that leaves depth d - 1
+        pairs = {}
+        for i, k in zip(openings, wanted.tolist()):
+            below = after[k + 1 :] < after[k]
+            j = int(below.argmax()) if len(below) else 0
+            if len(below) and below[j]:
+                pairs[i] = int(position[k + 1 + j])
+        return pairs
+    before = np.concatenate(([0], after[:-1]))
+    # A "{" that takes the depth to d is closed by the next brace that leaves depth d (a "}" from d to d - 1): sorted
+    # by (level, position), with level = depth after a "{" and before a "}", each pair is a "{" followed by a "}".
+    level = np.where(is_open, after, before)
+    order = np.argsort(level, kind="stable")
+    pair = is_open[order[:-1]] & ~is_open[order[1:]] & (level[order[:-1]] == level[order[1:]])
+    match = np.full(len(position), -1)
+    match[order[:-1][pair]] = order[1:][pair]
+    closing = match[wanted]
+    return {i: int(position[k]) for i, k in zip(openings, closing.tolist()) if k >= 0}
 
 
 def extract_boxed(text: str) -> list[str]:
-    """The contents of every `\\boxed{...}` / `\\fbox{...}` in `text` (balanced braces; `\\boxed 5` too), in order."""
-    out = []
-    pairs = None
-    for match in _BOX_RE.finditer(text):
+    """The contents of every `\\boxed{...}` / `\\fbox{...}` in `text` (balanced braces; `\\boxed 5` too), in order.
+
+    Linear in the length of `text`.
+
+    Raises:
+        ValueError: the contents add up to more than `MAX_BOXED_CHARS_FACTOR` times the length of `text` (boxes
+            nested deeper than 2, with long contents): a malformed completion.
+    """
+    return _boxes(text)
+
+
+def _boxes(text: str, limit: int | None = None) -> list[str] | None:
+    """`extract_boxed`; None when `text` has more than `limit` boxes."""
+    found = []  # (index of the "{", None) or (None, "\boxed 5" token)
+    for count, match in enumerate(_BOX_RE.finditer(text)):
+        if limit is not None and count >= limit:
+            return None
         i = match.end()
         while i < len(text) and text[i] == " ":
             i += 1
         if i < len(text) and text[i] == "{":
-            if pairs is None:
-                pairs = _closing_braces(text)
-            if i in pairs:
-                out.append(text[i + 1 : pairs[i]])
+            found.append((i, None))
         elif i > match.end():  # "\boxed 5": one token
-            token = re.match(r"[^\s$]+", text[i:])
+            token = _BOX_TOKEN_RE.match(text, i)
             if token:
-                out.append(token.group(0))
-    return out
+                found.append((None, token.group(0)))
+    openings = [i for i, _ in found if i is not None]
+    if not openings:
+        return [token for _, token in found]
+    pairs = _closing_braces(text, openings)
+    if sum(pairs.values()) - sum(pairs) - len(pairs) > MAX_BOXED_CHARS_FACTOR * len(text):
+        raise ValueError(
+            f"The boxes of this text nest too deep: their contents add up to more than {MAX_BOXED_CHARS_FACTOR} "
+            "times its length."
+        )
+    return [token if i is None else text[i + 1 : pairs[i]] for i, token in found if i is None or i in pairs]
 
 
 def _strip_answer(answer: str) -> str:
@@ -153,12 +253,61 @@ def _strip_answer(answer: str) -> str:
     return answer.rstrip(".").strip()
 
 
+def _line_answer(text: str, start: int) -> tuple[int, int, int] | None:
+    """The answer on the line of `text` from `start` (to its newline or the end of the text): (start, end, end of
+    the line), the span empty when the rest of the line is blank; None when whitespace other than spaces and tabs
+    follows the last non-whitespace character."""
+    eol = text.find("\n", start)
+    eol = len(text) if eol < 0 else eol
+    stop = start + len(text[start:eol].rstrip())  # after the last non-whitespace character
+    return None if text[stop:eol].strip(" \t") else (start, stop, eol)
+
+
+def _answer_line_contents(text: str, limit: int | None = None) -> list[str]:
+    """The answer of every "Answer: ..." line of `text` as written ("" when the line has none), in order (the first
+    `limit` + 1 of them when `limit` is given).
+
+    After the head ("Answer:", "**Final Answer:**"...) the answer is the rest of the line; when the head ends the
+    line, it is the next line without its leading blanks, unless that line ends in whitespace other than spaces and
+    tabs ("\\r"; then the answer is empty). A line that ends in such whitespace has no answer. One pass: linear in
+    the length of the text (only the lines with "answer" and a colon are looked at)."""
+    out, pos, folded = [], 0, fold_case(text)
+    candidate = _ANSWER_COLON_RE.search(folded)
+    while candidate and (limit is None or len(out) <= limit):
+        line_start = text.rfind("\n", 0, candidate.start()) + 1
+        next_line = text.find("\n", candidate.start()) + 1
+        match = _ANSWER_LINE_HEAD_RE.match(text, line_start) if line_start >= pos else None
+        if match:
+            start = match.end()
+            found = None
+            if start < len(text) and text[start] == "\n":
+                found = _line_answer(text, _BLANKS_RE.match(text, start + 1).end()) or (start, start, start)
+            else:
+                found = _line_answer(text, start)
+            if found:
+                first, stop, pos = found
+                out.append(text[first:stop])
+                next_line = text.rfind("\n", 0, pos + 1) + 1 if pos < len(text) else len(text) + 1
+        if not next_line or next_line > len(text):
+            break
+        candidate = _ANSWER_COLON_RE.search(folded, max(next_line, pos))
+    return out
+
+
 def extract_answer_lines(text: str) -> list[str]:
     """The answers of every "Answer: ..." line of `text` (DAPO's format), in order: delimiters (`$...$`), a leading
     "the answer is" and a final period removed; a box inside the line is unwrapped."""
+    return _answer_lines(text)
+
+
+def _answer_lines(text: str, limit: int | None = None) -> list[str] | None:
+    """`extract_answer_lines`; None when `text` has more than `limit` "Answer:" lines."""
+    contents = _answer_line_contents(text, limit)
+    if limit is not None and len(contents) > limit:
+        return None
     out = []
-    for content in _ANSWER_LINE_RE.findall(text):
-        content = _LEADING_PHRASE_RE.sub("", _strip_answer(content or ""))
+    for content in contents:
+        content = _LEADING_PHRASE_RE.sub("", _strip_answer(content))
         boxes = [b.strip() for b in extract_boxed(content) if b.strip()]
         out.extend(boxes if boxes else [_strip_answer(content)] if content.strip() else [])
     return out
@@ -170,6 +319,9 @@ def _mask(text: str, spans) -> str:
         chars[start:end] = " " * (end - start)
     return "".join(chars)
 
+
+STATEMENT_CHARS = 200
+"""A "the answer is ..." statement (lenient format) is read up to this many characters (or the end of its line)."""
 
 LENIENT_TAIL_CHARS = 2_000
 """The lenient format's last-expression fallback looks at this many final characters of a completion (DAPO's
@@ -204,20 +356,74 @@ def _last_expression(text: str) -> str | None:
     return answer
 
 
+def _answer_is_statements(text: str, limit: int | None = None) -> list[str]:
+    """The answer of every "the answer is ..." statement of `text`, in order (the first `limit` + 1 when `limit` is
+    given): after "answer is" (or "final answer is", at a word boundary), blanks and one optional colon, at most
+    `STATEMENT_CHARS` characters of the rest of the line. When only whitespace follows up to the end of the text,
+    the answer is its last character that is not a newline (none: no statement; a colon followed only by newlines
+    is the answer then). One pass: linear in the length of the text."""
+    out, pos, folded, backwards = [], 0, fold_case(text), None
+    tail = len(text.rstrip("\n"))  # the text after this index is newlines only
+    while (limit is None or len(out) <= limit) and (match := _ANSWER_IS_RE.search(folded, pos)):
+        starts = [match.start()]
+        if match.start() >= 5:
+            backwards = folded[::-1] if backwards is None else backwards
+            final = _FINAL_BEFORE_RE.match(backwards, len(text) - match.start())
+            if final and match.start() - final.end() + final.start() >= pos:
+                starts.insert(0, match.start() - final.end() + final.start())
+        starts = [i for i in starts if not (i and _is_word(text[i - 1]))]  # \b before the statement
+        if not starts:
+            pos = match.start() + 1
+            continue
+        start = _SPACES_RE.match(text, match.end()).end()
+        if start < len(text) and text[start] == ":":
+            after = _SPACES_RE.match(text, start + 1).end()
+            if after < len(text):
+                start = after
+            elif tail > start + 1:
+                start = tail - 1
+        elif start == len(text):
+            if tail <= match.end():
+                pos = starts[0] + 1
+                continue
+            start = tail - 1
+        end = text.find("\n", start, start + STATEMENT_CHARS)
+        end = min(start + STATEMENT_CHARS, len(text)) if end < 0 else end
+        out.append(text[start:end])
+        pos = end
+    return out
+
+
+def _is_word(char: str) -> bool:
+    """Whether the regex engine counts `char` as a word character (for \\b)."""
+    return char.isalnum() or char == "_"
+
+
 def final_answers(text: str, answer_format: str = DEFAULT_ANSWER_FORMAT) -> list[str]:
     """Every final-answer statement of `text` in `answer_format`, in order ([] when the format is not followed)."""
     check_answer_format(answer_format)
     boxed = [b.strip() for b in extract_boxed(text) if b.strip()]
+    lines = extract_answer_lines(text) if answer_format != "boxed" else []
+    return _final_answers(text, answer_format, boxed, lines)
+
+
+def _final_answers(
+    text: str, answer_format: str, boxed: list[str], lines: list[str], limit: int | None = None
+) -> list[str] | None:
+    """`final_answers` given the boxes and "Answer:" lines of `text`; None when it reads more than `limit` "the
+    answer is" statements."""
     if answer_format == "boxed":
         return boxed
-    lines = extract_answer_lines(text)
     if answer_format == "answer_line":
         return lines
     if boxed:
         return boxed
     if lines:
         return lines
-    stated = [_strip_answer(s) for s in _ANSWER_IS_RE.findall(text)]
+    stated = _answer_is_statements(text, limit)
+    if limit is not None and len(stated) > limit:
+        return None
+    stated = [_strip_answer(s) for s in stated]
     stated = [s for s in stated if s]
     if stated:
         return stated
@@ -244,22 +450,205 @@ def _normalize(answer: str) -> str:
     return re.sub(r"\s+", "", answer).lower().rstrip(".")
 
 
-def _timeouts() -> int | None:
-    # math-verify's timeouts use signal.alarm, which only works in the main thread; elsewhere run without them (the
-    # answers are length-capped by MAX_ANSWER_CHARS).
-    return 5 if threading.current_thread() is threading.main_thread() else None
+MATH_VERIFY_TIMEOUT_S = 10.0
+"""Wall-clock seconds math-verify may spend on the answers of one completion (or one `answers_match` call) in its
+worker process; past it the worker is killed and replaced and the answers do not match. It holds in any thread."""
+
+MATH_VERIFY_WORKERS = 2
+"""Worker processes running math-verify at once (each holds sympy, ~150 MB); more callers wait for a free one."""
+
+_STARTUP_TIMEOUT_S = 300.0  # importing math-verify (sympy) in a fresh worker, on a loaded machine
+
+MAX_EXPONENT = 100_000
+"""An answer with an exponent (`^`) worth more than this, a factorial of more than `MAX_FACTORIAL`, or a binomial
+coefficient of a number above `MAX_EXPONENT` is not sent to math-verify (it does not match): sympy would compute the
+number, `9^{9^{9^{9}}}` for hours. Exponents are read as integers, or as power towers of integers; an exponent with
+anything else in it (`2^{n}`) is left to math-verify and its timeout."""
+
+MAX_FACTORIAL = 10_000
+"""See `MAX_EXPONENT`."""
+
+_WORKER_BOOT = (
+    "import runpy, sys; sys.path.pop(0); path = sys.argv.pop(1); sys.argv[0] = path; "
+    "runpy.run_path(path, run_name='__main__')"
+)
+_INTEGER_RE = re.compile(r"\d+")
+_FACTORIAL_RE = re.compile(r"(?:(\d+)|[)\]}])\s*!")  # "12!" (group 1: the integer) or "(...)!" (the bracket)
+_BINOMIAL_RE = re.compile(r"\\[dt]?binom|\\choose")
 
 
-@functools.lru_cache(maxsize=4096)
-def _parse_gold(gold: str, timeout: int | None):
-    from math_verify import parse
+def _operand_after(answer: str, i: int) -> tuple[str, int]:
+    """The operand of `^` that starts at `answer[i]` (blanks skipped): a braced group (its contents), a run of
+    digits or one character; and the index after it."""
+    while i < len(answer) and answer[i] in " \t":
+        i += 1
+    if i < len(answer) and answer[i] == "{":
+        depth = 0
+        for j in range(i, len(answer)):
+            depth += {"{": 1, "}": -1}.get(answer[j], 0)
+            if depth == 0:
+                return answer[i + 1 : j], j + 1
+        return answer[i + 1 :], len(answer)
+    digits = _INTEGER_RE.match(answer, i)
+    if digits:
+        return digits.group(0), digits.end()
+    return answer[i : i + 1], i + 1
 
-    return parse(f"\\boxed{{{gold}}}", parsing_timeout=timeout)
+
+def _tower_log10(expression: str) -> float | None:
+    """log10 of the value of `expression` when it is an integer or a power tower of integers (`9^{9^9}`), else
+    None. Infinite when too large to hold."""
+    expression = expression.strip()
+    if expression.isdigit():
+        value = int(expression[:300])  # 300 digits decide whether it exceeds any bound here
+        return len(expression) - 1 if len(expression) > 300 else (math.log10(value) if value else float("-inf"))
+    digits = _INTEGER_RE.match(expression)
+    if not digits:
+        return None
+    i = digits.end()
+    while i < len(expression) and expression[i] in " \t":
+        i += 1
+    if i >= len(expression) or expression[i] != "^":
+        return None
+    exponent, end = _operand_after(expression, i + 1)
+    if expression[end:].strip():
+        return None
+    base, power = _tower_log10(digits.group(0)), _tower_log10(exponent)
+    if base is None or power is None:
+        return None
+    if base <= 0 or power == float("-inf"):
+        return 0.0
+    return float("inf") if power > 300 else 10**power * base
 
 
-def answers_match(prediction: str | None, gold: str) -> bool:
-    """Whether a predicted final answer equals the ground truth: normalized string equality, else `math_verify`
-    equivalence (numbers, fractions, LaTeX expressions, sets, intervals...)."""
+def _group_before(answer: str, end: int) -> str:
+    """The contents of the bracketed group that closes at `answer[end]` (")", "]" or "}")."""
+    depth = 0
+    for i in range(end, -1, -1):
+        depth += {")": 1, "]": 1, "}": 1, "(": -1, "[": -1, "{": -1}.get(answer[i], 0)
+        if depth == 0:
+            return answer[i + 1 : end]
+    return answer[:end]
+
+
+def _too_costly(answer: str) -> bool:
+    """Whether sympy would compute a huge number for `answer`: an exponent above `MAX_EXPONENT` (integers and power
+    towers of integers are evaluated), a factorial in an exponent, a factorial of an integer above `MAX_FACTORIAL`,
+    of a group holding one or holding a factorial (`(10!)!`), a binomial coefficient with an integer above
+    `MAX_EXPONENT`. Answers have at most `MAX_ANSWER_CHARS` characters."""
+    bound = math.log10(MAX_EXPONENT)
+    i = answer.find("^")
+    while i >= 0:
+        exponent, _ = _operand_after(answer, i + 1)
+        size = _tower_log10(exponent)
+        if (size is not None and size > bound) or _FACTORIAL_RE.search(exponent.replace("\\!", "")):
+            return True
+        i = answer.find("^", i + 1)
+    factorial_bound = math.log10(MAX_FACTORIAL)
+    for match in _FACTORIAL_RE.finditer(answer):
+        if match.group(1) is not None:
+            if _tower_log10(match.group(1)) > factorial_bound:
+                return True
+            continue
+        group = _group_before(answer, match.start()).replace("\\!", "")
+        if "!" in group or any(_tower_log10(n) > factorial_bound for n in _INTEGER_RE.findall(group)):
+            return True
+    if _BINOMIAL_RE.search(answer):
+        return any(_tower_log10(n) > bound for n in _INTEGER_RE.findall(answer))
+    return False
+
+
+class _Worker:
+    """One math-verify worker process (`_math_verify_worker`)."""
+
+    def __init__(self):
+        import subprocess
+        import sys
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_math_verify_worker.py")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _WORKER_BOOT, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        self.ready = False
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.process.stdout, selectors.EVENT_READ)
+
+    def _read_line(self, timeout: float) -> bytes:
+        if not self.selector.select(timeout):
+            raise TimeoutError
+        return self.process.stdout.readline()
+
+    def ask(self, request: bytes, timeout: float) -> bool:
+        """The worker's answer to one request; TimeoutError past `timeout` seconds (not counting its start-up)."""
+        if not self.ready:
+            try:
+                line = self._read_line(_STARTUP_TIMEOUT_S)
+            except TimeoutError:
+                line = b""
+            if line != b"ready\n":
+                raise RuntimeError(f"The math-verify worker did not start (exit code {self.process.poll()}).")
+            self.ready = True
+        self.process.stdin.write(request)
+        self.process.stdin.flush()
+        reply = self._read_line(timeout)
+        if reply not in (b"true\n", b"false\n"):
+            raise RuntimeError(f"The math-verify worker failed on this answer ({reply[:100]!r}).")
+        return reply == b"true\n"
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        self.selector.close()
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+_pool_lock = threading.Lock()
+_idle_workers: list[_Worker] = []
+_worker_slots = threading.BoundedSemaphore(MATH_VERIFY_WORKERS)
+
+
+@atexit.register
+def _stop_workers() -> None:
+    with _pool_lock:
+        workers = list(_idle_workers)
+        _idle_workers.clear()
+    for worker in workers:
+        worker.kill()
+
+
+def _math_verify(gold: str, predictions: list[str]) -> bool:
+    """Whether every prediction is math-verify equivalent to `gold`, decided in a worker process within
+    `MATH_VERIFY_TIMEOUT_S` (False past it, and for answers `_too_costly` refuses)."""
+    if any(_too_costly(prediction) for prediction in predictions):
+        return False
+    request = (json.dumps([gold, predictions, MATH_VERIFY_TIMEOUT_S]) + "\n").encode()
+    with _worker_slots:
+        with _pool_lock:
+            worker = _idle_workers.pop() if _idle_workers else None
+        worker = worker or _Worker()
+        try:
+            result = worker.ask(request, MATH_VERIFY_TIMEOUT_S)
+        except TimeoutError:
+            logger.warning("math-verify ran past %g s on an answer; it does not match.", MATH_VERIFY_TIMEOUT_S)
+            worker.kill()
+            with _pool_lock:
+                _idle_workers.append(_Worker())  # loads math-verify while the rewards go on
+            return False
+        except BaseException:
+            worker.kill()
+            raise
+        with _pool_lock:
+            _idle_workers.append(worker)
+        return result
+
+
+def _answer_pair(prediction: str | None, gold) -> tuple[str, str] | bool:
+    """`answers_match` without math-verify: True or False when decided (normalized string equality, empty or too
+    long answers), else the stripped (prediction, gold) for math-verify."""
     if prediction is None or gold is None:
         return False
     gold = _strip_answer(str(gold))
@@ -270,30 +659,49 @@ def answers_match(prediction: str | None, gold: str) -> bool:
         return True
     if len(prediction) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
         return False
-    from math_verify import parse, verify
+    return prediction, gold
 
-    timeout = _timeouts()
-    gold_parsed = _parse_gold(gold, timeout)
-    if not gold_parsed:
-        return False
-    pred_parsed = parse(f"\\boxed{{{prediction}}}", parsing_timeout=timeout)
-    if not pred_parsed:
-        return False
-    return bool(verify(gold_parsed, pred_parsed, timeout_seconds=timeout))
+
+def answers_match(prediction: str | None, gold: str) -> bool:
+    """Whether a predicted final answer equals the ground truth: normalized string equality, else `math_verify`
+    equivalence (numbers, fractions, LaTeX expressions, sets, intervals...), bounded by `MATH_VERIFY_TIMEOUT_S`."""
+    pair = _answer_pair(prediction, gold)
+    if isinstance(pair, bool):
+        return pair
+    return _math_verify(pair[1], [pair[0]])
 
 
 def grade_math(text: str, gold: str, answer_format: str = DEFAULT_ANSWER_FORMAT) -> float:
     """1.0 when `text` states its final answer in `answer_format` and every final-answer statement (those of the
     format, and any other box or "Answer:" line) equals `gold`, none hedged; else 0.0."""
-    answers = final_answers(text, answer_format)
+    check_answer_format(answer_format)
+    boxed = _boxes(text, MAX_STATED_ANSWERS)
+    lines = _answer_lines(text, MAX_STATED_ANSWERS)
+    if boxed is None or lines is None:
+        return 0.0
+    boxed = [b.strip() for b in boxed if b.strip()]
+    answers = _final_answers(text, answer_format, boxed, lines, MAX_STATED_ANSWERS)
+    if answers is None:
+        return 0.0
     if not answers:
         return 0.0
     # A box or an "Answer:" line outside the format is a stated answer too: it must agree ("\\boxed{3}\nAnswer: 4").
-    answers += [b.strip() for b in extract_boxed(text) if b.strip()] + extract_answer_lines(text)
+    answers = list(dict.fromkeys(answers + boxed + lines))  # each different statement once
+    if len(answers) > MAX_STATED_ANSWERS:
+        return 0.0
     if not _HEDGE_RE.search(str(gold)) and any(_HEDGE_RE.search(a) for a in answers):
         return 0.0
     answers = list({_normalize(a): a for a in answers}.values())  # a restated answer is checked once
-    return 1.0 if all(answers_match(a, str(gold)) for a in answers) else 0.0
+    if len(answers) > MAX_STATED_ANSWERS:
+        return 0.0
+    to_verify = []  # the answers that are not equal to `gold` as strings, for one math-verify call
+    for answer in answers:
+        pair = _answer_pair(answer, gold)
+        if pair is False:
+            return 0.0
+        if pair is not True:
+            to_verify.append(pair[0])
+    return 1.0 if not to_verify or _math_verify(_strip_answer(str(gold)), to_verify) else 0.0
 
 
 def _score(name: str, completions, answer, formats, log_metric) -> list[float]:

@@ -1,13 +1,18 @@
 """Multiple-choice reward: exactly one chosen option (a letter such as "(B)", "Answer: B", "\\boxed{B}", or the exact
-text of one option), compared with the `answer` column (the correct letter)."""
+text of one option), compared with the `answer` column (the correct letter).
+
+Bounds (issue #25): reading a completion is linear in its length (the answer statements with one regex pass whose
+run of colons and whitespace is matched atomically, in the case-folded text; the boxes as in `healtrl.rewards.math`);
+a completion with more than `MAX_STATED_ANSWERS` (1,000) boxes chooses no option, and one whose boxes nest too deep
+is malformed (`extract_boxed`)."""
 
 from __future__ import annotations
 
 import re
 import string
 
-from ._common import column, safe_scores
-from .math import extract_boxed
+from ._common import column, fold_case, safe_scores
+from .math import MAX_STATED_ANSWERS, _boxes
 
 __all__ = ["LETTERS", "extract_choice", "multiple_choice_reward"]
 
@@ -17,9 +22,18 @@ _LEAD = re.compile(r"[(\[]?([A-Z])[)\]]?(?![A-Za-z0-9'’])")
 _HEDGE = re.compile(r"\s*(?:,|/|&|\bor\b|\band\b|\bnor\b)\s*[(\[]?([A-Z])[)\]]?(?![A-Za-z0-9'’])")
 _WORD = re.compile(r" (?!(?:or|and|nor)\b)[a-z]")
 _LOOSE = re.compile(r"(?<![A-Za-z0-9])[(\[]?([A-Z])[)\]]?(?![A-Za-z0-9'’])")
-_STATEMENT = re.compile(
-    r"(?i)(?:final\s+answer|answer|correct\s+(?:option|choice|answer)|option|choice)\s*(?:is|:|：|=)\s*[:\s]*([^\n]{1,200})"
-)
+
+STATEMENT_CHARS = 200
+"""An answer statement is read up to this many characters (or the end of its line)."""
+
+# An answer statement: a head ("Answer:", "the correct option is"), colons and whitespace, the answer. The run of
+# colons and whitespace is matched atomically (a lookahead, then the same text again): the original pattern
+# `\s*[:\s]*([^\n]{1,200})` backtracked quadratically over "Answer:" and 100,000 newlines. Searched in the
+# case-folded text (`fold_case`): a case-insensitive search is ~10x slower.
+_HEAD = r"(?:final\s+answer|answer|correct\s+(?:option|choice|answer)|option|choice)\s*(?:is|:|：|=)"
+_STATEMENT_HEAD = re.compile(_HEAD)
+_STATEMENT = re.compile(_HEAD + rf"(?=([:\s]*))\1([^\n]{{1,{STATEMENT_CHARS}}})")
+_SEPARATORS = re.compile(r"[:\s]*")
 
 
 def _norm_text(text: str) -> str:
@@ -28,12 +42,13 @@ def _norm_text(text: str) -> str:
 
 def _span_letters(span: str, n_options: int, options: list[str]) -> set[str]:
     """The option letters a short answer span names: the exact text of an option, else a leading letter ("B",
-    "(B) Paris", "C because ..."), else every standalone letter in range ("A or C" names two)."""
+    "(B) Paris", "C because ..."), else every standalone letter in range ("A or C" names two). `options`: the option
+    texts normalized by `_norm_text`."""
     span = _WRAPPERS.sub(r"\1", span).replace("$", "").strip().strip("*_").strip()
     valid = LETTERS[:n_options]
     normalized = _norm_text(span)
     if normalized:
-        matches = {LETTERS[k] for k, option in enumerate(options) if _norm_text(option) == normalized}
+        matches = {LETTERS[k] for k, option in enumerate(options) if option == normalized}
         if matches:
             return matches
     lead = _LEAD.match(span)
@@ -57,6 +72,25 @@ def _span_letters(span: str, n_options: int, options: list[str]) -> set[str]:
     return letters
 
 
+def _statements(text: str) -> list[str]:
+    """The answer of every answer statement of `text`, in order ("Answer: B", "the correct option is (C)"): after the
+    head, colons and whitespace are skipped and the answer is the rest of the line, at most `STATEMENT_CHARS`
+    characters. When only colons and whitespace follow the last head up to the end of the text, its answer is the
+    last of them that is not a newline (none: not a statement). Linear in the length of the text."""
+    folded = fold_case(text)
+    spans = [match.span(2) for match in _STATEMENT.finditer(folded)]
+    out = [text[start:end] for start, end in spans]
+    # A head that only colons and whitespace follow to the end of the text (the atomic run leaves no answer).
+    tail = len(text.rstrip("\n"))  # the text after this index is newlines only
+    match = _STATEMENT_HEAD.search(folded, spans[-1][1] if spans else 0)
+    while match:
+        if _SEPARATORS.match(folded, match.end()).end() == len(text) and tail > match.end():
+            out.append(text[tail - 1])
+            break
+        match = _STATEMENT_HEAD.search(folded, match.start() + 1)
+    return out
+
+
 def extract_choice(text: str, choices=None, n_options: int | None = None) -> str | None:
     """The single option letter a completion chooses, or None when it names none or several different ones.
 
@@ -73,13 +107,19 @@ def extract_choice(text: str, choices=None, n_options: int | None = None) -> str
     """
     options = [str(c) for c in choices] if choices is not None else []
     n = n_options or len(options) or 10
-    boxed = extract_boxed(text)
+    options = [_norm_text(option) for option in options]
+    boxed = _boxes(text, MAX_STATED_ANSWERS)
+    if boxed is None:  # more boxes than any completion restates its answer in
+        return None
     if boxed:
+        spans = dict.fromkeys(boxed)  # a restated answer is read once
         letters = set()
-        for span in boxed:
+        for span in spans:
             letters |= _span_letters(span, n, options)
+            if len(letters) > 1:
+                return None
         return letters.pop() if len(letters) == 1 else None
-    statements = _STATEMENT.findall(text)
+    statements = _statements(text)
     if statements:
         letters = _span_letters(statements[-1], n, options)
         return letters.pop() if len(letters) == 1 else None

@@ -1,18 +1,19 @@
-"""Reward for any `reasoning-gym` generator: the generator's own scorer on the completion's final answer."""
+"""Reward for any `reasoning-gym` generator: the generator's own scorer on the completion's final answer.
+
+The final answer is read in linear time (issue #25): boxes as in `healtrl.rewards.math`, `<answer>` tags with
+str.find. The generator's scorer is reasoning-gym's code and is not bounded here."""
 
 from __future__ import annotations
 
 import functools
 import json
-import re
 import threading
 
-from ._common import column, safe_scores
+from ._common import column, fold_case, safe_scores
 from .math import extract_boxed
 
 __all__ = ["reasoning_gym_reward", "rg_lookup"]
 
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
 _lock = threading.Lock()
 
 
@@ -41,11 +42,25 @@ def rg_lookup(spec: dict | str) -> tuple[object, dict]:
     return dataset, entry
 
 
+def _answer_tags(text: str) -> list[str]:
+    """The contents of every `<answer>...</answer>` of `text` (case-insensitive tags; each closed by the first closing
+    tag after it), in order. str.find on the case-folded text: linear (a lazy regex rescans to the end of the text
+    from every unclosed tag)."""
+    out, pos, folded = [], 0, fold_case(text)
+    while (start := folded.find("<answer>", pos)) >= 0:
+        end = folded.find("</answer>", start + len("<answer>"))
+        if end < 0:
+            break
+        out.append(text[start + len("<answer>") : end])
+        pos = end + len("</answer>")
+    return out
+
+
 def _final_answer(text: str) -> str:
     boxed = extract_boxed(text)
     if boxed:
         return boxed[-1].strip()
-    tagged = _ANSWER_TAG.findall(text)
+    tagged = _answer_tags(text)
     if tagged:
         return tagged[-1].strip()
     return text.strip().splitlines()[-1].strip()
