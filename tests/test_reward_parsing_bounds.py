@@ -27,6 +27,7 @@ from healtrl.rewards import (
     multiple_choice_reward,
     reset_malformed_counts,
 )
+from healtrl.rewards import _math_verify_pool as pool_module
 from healtrl.rewards import math as math_module
 from healtrl.rewards._common import fold_case
 from healtrl.rewards.code import _FENCE_LANG, _fences
@@ -202,8 +203,8 @@ def test_small_powers_and_factorials_still_reach_math_verify():
 
 def test_hard_timeout_in_a_worker_thread_and_in_the_main_thread(monkeypatch):
     """With the pre-check off, the power tower reaches math-verify: the worker is killed at the timeout."""
-    monkeypatch.setattr(math_module, "_too_costly", lambda answer: False)
-    monkeypatch.setattr(math_module, "MATH_VERIFY_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(pool_module, "_too_costly", lambda answer: False)
+    monkeypatch.setattr(pool_module, "MATH_VERIFY_TIMEOUT_S", 1.0)
     scores, seconds = score_in_thread(TOWER, "1")
     assert scores == [0.0] and 1.0 <= seconds < 1.0 + LIMIT_S, seconds
     assert answers_match("\\frac{1}{2}", "0.5")  # a fresh worker took over

@@ -14,6 +14,8 @@ import textwrap
 import pytest
 
 from healtrl.rewards import SandboxLimits, isolation_level, make_code_reward, run_python, sandbox_error_counts
+from healtrl.rewards import _sandbox_accounting as accounting_module
+from healtrl.rewards import _sandbox_programs as programs_module
 from healtrl.rewards import sandbox as sandbox_module
 from tests.helpers import sandbox_expected
 
@@ -44,10 +46,12 @@ if os.environ.get("HEALTRL_SANDBOX") == "rlimits" and os.geteuid() == 0:
         if os.path.exists(candidate) and not os.path.realpath(candidate).startswith("/root/"):
             sys.executable = candidate
             break
-import importlib.util  # the sandbox module alone (stdlib only): importing healtrl would load torch and TRL
-spec = importlib.util.spec_from_file_location("healtrl_sandbox", sys.argv[1])
-sandbox = sys.modules["healtrl_sandbox"] = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sandbox)
+import importlib, types  # the sandbox modules alone (stdlib only): importing healtrl would load torch and TRL
+package = types.ModuleType("healtrl_rewards_alone")
+package.__path__ = [os.path.dirname(sys.argv[1])]  # healtrl/rewards, without its __init__
+sys.modules[package.__name__] = package
+sandbox = importlib.import_module("healtrl_rewards_alone.sandbox")
+procs = importlib.import_module("healtrl_rewards_alone._sandbox_procs")
 try:
     sandbox.isolation_level()
 except RuntimeError as exc:
@@ -79,7 +83,7 @@ for thread in threads:
 me = str(os.getpid())
 zombies, leftovers = [], []
 for pid in filter(str.isdigit, os.listdir("/proc")):
-    fields = sandbox._proc_status(pid)
+    fields = procs._proc_status(pid)
     if fields is None:
         continue
     if fields.get("PPid") == me and fields.get("State", "").startswith("Z"):
@@ -250,11 +254,11 @@ def test_sandbox_failures_are_counted_and_warned(monkeypatch, caplog):
 
     # the machinery fails after the process started (the bootstrap, or the fallback runner, raises)
     if isolation == "namespaces":
-        broken = sandbox_module._BOOTSTRAP.replace("os.chdir(work)", "raise OSError('forced failure')")
-        assert broken != sandbox_module._BOOTSTRAP
-        monkeypatch.setattr(sandbox_module, "_BOOTSTRAP", broken)
+        broken = programs_module._BOOTSTRAP.replace("os.chdir(work)", "raise OSError('forced failure')")
+        assert broken != programs_module._BOOTSTRAP
+        monkeypatch.setattr(programs_module, "_BOOTSTRAP", broken)
     else:
-        monkeypatch.setattr(sandbox_module, "_FALLBACK_RUNNER", "raise OSError('forced failure')")
+        monkeypatch.setattr(programs_module, "_FALLBACK_RUNNER", "raise OSError('forced failure')")
     logged, log_metric = _metrics()
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="healtrl.rewards.sandbox"):
@@ -300,19 +304,19 @@ def test_programs_cannot_pass_for_sandbox_errors():
 def test_warning_rule():
     """Warn when more than half of a batch failed, or more than 10% of the recent runs (at least 20 of them)."""
     rule = sandbox_module.report_sandbox_errors
-    saved = (dict(sandbox_module._counts), list(sandbox_module._recent), sandbox_module._last_error)
+    saved = (dict(accounting_module._counts), list(accounting_module._recent), accounting_module._last_error)
     try:
         sandbox_module.reset_sandbox_error_counts()
         assert not rule(0, 8)
         assert rule(5, 8)  # more than half of the batch
         assert not rule(1, 8)  # one in eight, with no history
-        sandbox_module._recent.extend([False] * 17 + [True] * 3)  # 15% of the last 20 runs
+        accounting_module._recent.extend([False] * 17 + [True] * 3)  # 15% of the last 20 runs
         assert rule(1, 8)
         assert not rule(0, 8)  # a batch without sandbox errors never warns
-        sandbox_module._recent.extend([False] * 80)  # 3% of the last 100 runs
+        accounting_module._recent.extend([False] * 80)  # 3% of the last 100 runs
         assert not rule(1, 8)
     finally:
-        sandbox_module._counts.update(saved[0])
-        sandbox_module._recent.clear()
-        sandbox_module._recent.extend(saved[1])
-        sandbox_module._last_error = saved[2]
+        accounting_module._counts.update(saved[0])
+        accounting_module._recent.clear()
+        accounting_module._recent.extend(saved[1])
+        accounting_module._last_error = saved[2]
