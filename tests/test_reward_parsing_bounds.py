@@ -181,6 +181,12 @@ def test_reasoning_gym_unclosed_answer_tags():
 
 TOWER = "\\boxed{9^{9^{9^{9}}}}"
 BOMBS = [TOWER, "\\boxed{100000!}", "\\boxed{(10!)!}", "\\boxed{2^{100!}}", "\\boxed{\\binom{10^{9}}{5000000}}"]
+BOMBS += [
+    "\\boxed{9^9^9}",
+    "\\boxed{{9}^{9}^{9}}",
+    "\\boxed{9^{9}^{9}}",
+    "\\boxed{{{9}}^{{9}^{9}}}",
+]  # chains, braced bases
 
 
 def score_in_thread(text: str, gold: str) -> tuple[list[float], float]:
@@ -194,6 +200,13 @@ def test_huge_numbers_are_refused_before_math_verify(bomb):
     assert scores == [0.0] and seconds < LIMIT_S, seconds
     scores, seconds = score_in_thread(bomb, "1")
     assert scores == [0.0] and seconds < LIMIT_S, seconds
+
+
+def test_chains_and_braced_bases_are_read_as_towers():
+    for bomb in BOMBS[-4:]:
+        assert pool_module._too_costly(bomb[len("\\boxed{") : -1]), bomb
+    for fine in ["2^{16}^{2}", "{2}^{3}", "x^2^3", "e^{i\\pi}", "3\\times10^8", "2^{100000}"]:
+        assert not pool_module._too_costly(fine), fine
 
 
 def test_small_powers_and_factorials_still_reach_math_verify():

@@ -61,30 +61,50 @@ def _operand_after(answer: str, i: int) -> tuple[str, int]:
     return answer[i : i + 1], i + 1
 
 
-def _tower_log10(expression: str) -> float | None:
-    """log10 of the value of `expression` when it is an integer or a power tower of integers (`9^{9^9}`), else
-    None. Infinite when too large to hold."""
+def _tower_log10(expression: str, depth: int = 0) -> float | None:
+    """log10 of the value of `expression` when it is an integer or a power tower of integers (`9^{9^9}`, `9^9^9`
+    read right to left as LaTeX readers do, bases and exponents in braces or not), else None. Infinite when too
+    large to hold."""
     expression = expression.strip()
+    if depth > 50:  # deeper nesting is left to math-verify and its timeout
+        return None
     if expression.isdigit():
         value = int(expression[:300])  # 300 digits decide whether it exceeds any bound here
         return len(expression) - 1 if len(expression) > 300 else (math.log10(value) if value else float("-inf"))
-    digits = _INTEGER_RE.match(expression)
-    if not digits:
-        return None
-    i = digits.end()
+    if expression.startswith("{"):
+        base_text, i = _operand_after(expression, 0)
+    else:
+        digits = _INTEGER_RE.match(expression)
+        if not digits:
+            return None
+        base_text, i = digits.group(0), digits.end()
     while i < len(expression) and expression[i] in " \t":
         i += 1
-    if i >= len(expression) or expression[i] != "^":
+    if i >= len(expression):
+        return _tower_log10(base_text, depth + 1) if expression.startswith("{") else None
+    if expression[i] != "^":
         return None
-    exponent, end = _operand_after(expression, i + 1)
-    if expression[end:].strip():
-        return None
-    base, power = _tower_log10(digits.group(0)), _tower_log10(exponent)
+    base, power = _tower_log10(base_text, depth + 1), _tower_log10(expression[i + 1 :], depth + 1)
     if base is None or power is None:
         return None
     if base <= 0 or power == float("-inf"):
         return 0.0
     return float("inf") if power > 300 else 10**power * base
+
+
+def _exponent_after(answer: str, i: int) -> str:
+    """The exponent of the `^` before `answer[i]`: its operand, and with it the rest of a chain `a^b^c` (LaTeX readers
+    take `9^9^9` as `9^(9^9)`)."""
+    exponent, end = _operand_after(answer, i)
+    j = end
+    while True:
+        k = j
+        while k < len(answer) and answer[k] in " \t":
+            k += 1
+        if k >= len(answer) or answer[k] != "^":
+            break
+        _, j = _operand_after(answer, k + 1)
+    return exponent if j == end else answer[i:j]
 
 
 def _group_before(answer: str, end: int) -> str:
@@ -105,7 +125,7 @@ def _too_costly(answer: str) -> bool:
     bound = math.log10(MAX_EXPONENT)
     i = answer.find("^")
     while i >= 0:
-        exponent, _ = _operand_after(answer, i + 1)
+        exponent = _exponent_after(answer, i + 1)
         size = _tower_log10(exponent)
         if (size is not None and size > bound) or _FACTORIAL_RE.search(exponent.replace("\\!", "")):
             return True

@@ -69,7 +69,8 @@ Bounds (issue #25: a completion is hostile text, read in the trainer process out
   signal.alarm, which works only in the main thread; in the worker they do). Normalized string equality, which
   decides most answers, stays in-process; the gold parse is cached in the worker. Before an answer is sent, a cheap
   check refuses (no match) those that would make sympy compute a huge number: an exponent above `MAX_EXPONENT`
-  (integers and power towers of integers are evaluated: `9^{9^{9^{9}}}`), a factorial in an exponent, a factorial
+  (integers and power towers of integers are evaluated: `9^{9^{9^{9}}}`, chains `9^9^9` read as `9^(9^9)`, bases in
+  braces `{9}^{9}`), a factorial in an exponent, a factorial
   of an integer above `MAX_FACTORIAL` or of a group holding one or a factorial (`(10!)!`), a binomial coefficient
   with an integer above `MAX_EXPONENT`.
 """
