@@ -210,7 +210,7 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
     outright; otherwise the prompts are compared (`healtrl.hygiene`) on whatever data is local (toy, local files,
     offline tasks, the tasks' local samples); Hub data is compared when the run starts."""
     from healtrl.data import TASK_DATASET_PREFIX, is_toy_dataset, load_train_dataset
-    from healtrl.hygiene import find_overlaps
+    from healtrl.hygiene import find_near_duplicates, find_overlaps, near_duplicate_message
     from healtrl.tasks import get_task
 
     script_args, args = resolved.script_args, resolved.trainer_args
@@ -261,7 +261,10 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
         unchecked.append("the evaluation dataset (compared when the run starts)")
     if train_sets and eval_sets:
         where = " (on local data)" if unchecked else ""
-        findings += [f"{o.describe()} are training prompts{where}" for o in find_overlaps(train_sets, eval_sets)]
+        findings += [f"{o.describe()} are training questions{where}" for o in find_overlaps(train_sets, eval_sets)]
+        near = find_near_duplicates(train_sets, eval_sets)
+        if near:
+            report.add("near-duplicates", near_duplicate_message(near))
     if findings:
         text = "evaluation rows in the training data: " + "; ".join(findings)
         if allow:
@@ -279,7 +282,7 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
     report.add(
         "hygiene",
         "; ".join(t for t in (checked, rest) if t)
-        + " (normalised prompt hash, healtrl.hygiene"
+        + " (normalised question stem, options left out; near-duplicates by character 5-grams; healtrl.hygiene"
         + (", allow_eval_overlap true" if allow else "")
         + ")",
     )

@@ -53,7 +53,7 @@ class ScriptArguments:
             (TRL's shuffling stays on) and `"auto"` is refused. `None`: no repetition (TRL's behaviour).
         allow_eval_overlap (`bool`, *optional*, defaults to `False`):
             Train even though rows of the evaluation data (`eval_tasks` with `eval_split`, and the evaluation dataset)
-            appear in the training data (normalised prompt hash, `healtrl.hygiene`). Off: the run refuses, naming the
+            appear in the training data (normalised question stem, `healtrl.hygiene`). Off: the run refuses, naming the
             task, split and count. Set it only for deliberate cases (e.g. measuring memorisation).
         reward_funcs (`list[str]`, *optional*, defaults to `[]`):
             Reward functions by name: a key of `healtrl.data.REWARD_FUNCS` (e.g. `toy`) or a dotted import path
