@@ -91,7 +91,8 @@ def _environment_adjust(report: _DryRun):
     return adjust
 
 
-def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, rows=None) -> None:
+def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, rows=None) -> int | None:
+    """The batch line and the length line; returns steps_per_generation (None when the geometry is invalid)."""
     args = resolved.trainer_args
     n, per_device, accumulation = num_processes, args.per_device_train_batch_size, args.gradient_accumulation_steps
     g = args.num_generations
@@ -102,7 +103,7 @@ def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, row
                 f"generation_batch_size ({args.generation_batch_size}) must be divisible by per_device_train_batch_size "
                 f"x processes ({per_device} x {n} = {global_batch})."
             )
-            return
+            return None
         steps_per_generation = args.generation_batch_size // global_batch
     else:
         steps_per_generation = args.steps_per_generation
@@ -113,7 +114,7 @@ def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, row
             f"{steps_per_generation} = {rollout} completions is not divisible by num_generations ({g}); change "
             "per_device_train_batch_size, steps_per_generation or num_generations (or --num_processes)."
         )
-        return
+        return None
     per_step = per_device * n * accumulation
     updates = steps_per_generation * args.num_iterations / accumulation
     report.add(
@@ -132,6 +133,43 @@ def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, row
                 f"the evaluation generations ({g_eval})."
             )
     _report_length(resolved, report, rollout // g, updates, rows or {})
+    return steps_per_generation
+
+
+def on_policy_equivalences(resolved: ResolvedConfig, steps_per_generation: int) -> list[str]:
+    """Warnings for settings that do nothing at this config's batch geometry, each naming the fields.
+
+    With one update per rollout batch (`gradient_accumulation_steps` a multiple of `steps_per_generation` x
+    `num_iterations`: TRL runs no old-log-prob pass and uses logp_old = logp.detach()), the importance ratio is 1 at
+    every update. Then the clip range never acts (Clip-Higher's `epsilon_high` != `epsilon`, or TRL's two-sided `delta`:
+    the run is GRPO), and a trainer's settings listed by `healtrl.trainers.on_policy_inert` do nothing (e.g. a
+    penalty on |logp - logp_old|).
+    """
+    args = resolved.trainer_args
+    accumulation, iterations = args.gradient_accumulation_steps, args.num_iterations
+    per_batch = steps_per_generation * iterations
+    if accumulation % per_batch:
+        return []
+    why = (
+        f"one update per rollout batch (gradient_accumulation_steps {accumulation} is a multiple of "
+        f"steps_per_generation {steps_per_generation} x num_iterations {iterations}), so logp_old = logp and the "
+        "ratio is 1 at every update"
+    )
+    fix = "; raise steps_per_generation (or num_iterations) for more than one update per rollout batch"
+    out = []
+    epsilon, epsilon_high = args.epsilon, getattr(args, "epsilon_high", None)
+    if epsilon_high is not None and epsilon_high != epsilon:
+        out.append(
+            f"this run is GRPO: Clip-Higher's epsilon_high {epsilon_high:g} != epsilon {epsilon:g} has no effect with "
+            f"{why}: the clip never acts{fix}."
+        )
+    if getattr(args, "delta", None) is not None:
+        out.append(f"delta {args.delta:g} (two-sided clipping) has no effect with {why}{fix}.")
+    from healtrl.trainers import on_policy_inert
+
+    for setting in on_policy_inert(args):  # the trainer's own settings, from the registry
+        out.append(f"this run is GRPO: {setting} with {why}{fix}.")
+    return out
 
 
 def _report_length(resolved: ResolvedConfig, report: _DryRun, prompts_per_batch: int, updates: float, rows) -> None:
@@ -397,7 +435,10 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
                 report.problems.append(f"{role} dataset: {exc}")
         report.add(label, text)
 
-    _geometry(resolved, num_processes, report, rows)
+    steps_per_generation = _geometry(resolved, num_processes, report, rows)
+    if steps_per_generation is not None:
+        for warning in on_policy_equivalences(resolved, steps_per_generation):
+            report.add("equivalent", f"warning: {warning}")
     _dry_run_hygiene(resolved, report, seed)
     use_vllm = report.replaced.get("use_vllm", args.use_vllm)
     generation = f"vLLM ({_plain(args.vllm_mode)} mode)" if use_vllm else "transformers generate"
