@@ -109,7 +109,7 @@ def test_dry_run_refuses_evaluation_rows(capsys):
     assert train_main([*overlapping_run(), "--dry_run"]) == 2
     captured = capsys.readouterr()
     assert "the train data is task 'toy-add' split 'test', the split eval_tasks evaluates" in captured.err
-    assert "'toy-add' split 'test': 20 of its 20 rows are training questions" in captured.err
+    assert "'toy-add' split 'test': 20 of its 20 rows (named by eval_tasks) are training questions" in captured.err
     assert train_main([*overlapping_run("--allow_eval_overlap", "true"), "--dry_run"]) == 0
     assert "allowed: allow_eval_overlap is true" in capsys.readouterr().out
     assert train_main(["--config", TOY, "--eval_tasks", "toy-add", "--dry_run"]) == 0
@@ -122,7 +122,10 @@ def test_toy_data_with_another_seed_holds_the_toy_tasks_test_problems(capsys):
     fixed (seed 0); with seed 42 most of toy-add's test problems are training rows."""
     argv = ["--config", TOY, "--eval_tasks", "toy-add", "--dataset_seed", "42", "--dry_run"]
     assert train_main(argv) == 2
-    assert "'toy-add' split 'test': 17 of its 20 rows are training questions" in capsys.readouterr().err
+    assert (
+        "'toy-add' split 'test': 17 of its 20 rows (named by eval_tasks) are training questions"
+        in capsys.readouterr().err
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- healtrl eval
@@ -281,3 +284,31 @@ def test_near_duplicates_are_found_above_the_threshold_and_warned_about():
     with pytest.warns(UserWarning, match=r"near-duplicates .*'bench' split 'test': 1 of its 4 rows"):
         with pytest.raises(EvalOverlapError, match="1 of its 4 rows"):
             check_no_eval_overlap(train, evals)
+
+
+# ---------------------------------------------------------------------------------------------------- recipe benchmarks
+@pytest.mark.parametrize(
+    "recipe, named_by",
+    [
+        ({"paper_results": [{"benchmark": "toy-add", "metric": "avg@k", "k": 1, "value": 50.0}]}, "paper_results"),
+        ({"best_checkpoint": {"tasks": ["toy-add"], "metric": "avg@k"}, "save_strategy": "steps", "save_steps": 10},
+         "best_checkpoint.tasks"),
+    ],
+)  # fmt: skip
+def test_recipe_benchmarks_are_checked_before_training(recipe, named_by, tmp_path, capsys):
+    """A recipe whose paper_results benchmark or best_checkpoint task is the training split is refused by the dry run
+    and by train.py before training, though eval_tasks is empty."""
+    import yaml
+
+    config = yaml.safe_load(Path(TOY).read_text())
+    config.update(dataset_name="task:toy-add", dataset_train_split="test", eval_tasks=[], **recipe)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert train_main(["--config", str(path), "--dry_run"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"task 'toy-add' split 'test', the split {named_by} evaluates: every training row" in err
+    with pytest.raises(EvalOverlapError, match=r"'toy-add' split 'test': 20 of its 20 rows"):
+        check_training_run(resolve(["--config", str(path)]))
+    # the training split, disjoint from the evaluated one: clean
+    clean = resolve(["--config", str(path), "--dataset_train_split", "train"])
+    assert check_training_run(clean) == []

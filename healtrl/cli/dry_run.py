@@ -244,18 +244,21 @@ def _report_length(resolved: ResolvedConfig, report: _DryRun, prompts_per_batch:
 
 
 def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> None:
-    """Data hygiene in the dry run: a training dataset that is an evaluated task's evaluated split is refused
-    outright; otherwise the prompts are compared (`healtrl.hygiene`) on whatever data is local (toy, local files,
+    """Data hygiene in the dry run: the evaluated tasks are `eval_tasks` and the recipe's `best_checkpoint.tasks` and
+    `paper_results` benchmarks (`run_hygiene.evaluated_tasks`); a training dataset that is an evaluated task's
+    evaluated split is refused outright; otherwise the prompts are compared (`healtrl.hygiene`) on whatever data is local (toy, local files,
     offline tasks, the tasks' local samples); Hub data is compared when the run starts."""
     from healtrl.data import TASK_DATASET_PREFIX, is_toy_dataset, load_train_dataset
     from healtrl.hygiene import find_near_duplicates, find_overlaps, near_duplicate_message
-    from healtrl.tasks import get_task
+
+    from .run_hygiene import evaluated_tasks
 
     script_args, args = resolved.script_args, resolved.trainer_args
-    evaluated = [(task, script_args.eval_split or get_task(task).split) for task in script_args.eval_tasks]
+    named_by = evaluated_tasks(script_args)  # eval_tasks, best_checkpoint.tasks, paper_results
+    evaluated = list(named_by)
     has_eval_dataset = str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no"
     if not evaluated and not has_eval_dataset:
-        report.add("hygiene", "no evaluation during training (healtrl eval on the run folder checks its tasks)")
+        report.add("hygiene", "no evaluation task (eval_tasks, best_checkpoint, paper_results) and no eval dataset")
         return
     allow = script_args.allow_eval_overlap
     findings, unchecked, train_sets, how = [], [], [], set()
@@ -266,9 +269,10 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
         task = name[len(TASK_DATASET_PREFIX) :] if name.startswith(TASK_DATASET_PREFIX) else None
         for eval_task, eval_split in evaluated:
             if task == eval_task and split == eval_split:
+                names = named_by[(eval_task, eval_split)]
                 findings.append(
-                    f"the {role} data is task '{task}' split '{split}', the split eval_tasks evaluates: every "
-                    "training row is an evaluation row"
+                    f"the {role} data is task '{task}' split '{split}', the split {' and '.join(names)} "
+                    f"evaluate{'s' if len(names) == 1 else ''}: every training row is an evaluation row"
                 )
         try:
             if task is not None:
@@ -282,27 +286,40 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
         if data is None:
             unchecked.append(source)
         else:
-            train_sets.append(data)
+            train_sets.append((data, _one_file_sample(task)))
             how.add(source)
     eval_sets = {}
     for task, split in evaluated:
         try:
-            data, source = _local_task_data(task, script_args.eval_split)
+            data, source = _local_task_data(task, split)
         except Exception as exc:
             data, source = None, f"task '{task}' could not be read ({type(exc).__name__})"
         if data is None:
             unchecked.append(source)
         else:
-            eval_sets[(task, split)] = data
+            eval_sets[(task, split)] = (data, _one_file_sample(task))
             how.add(source)
     if has_eval_dataset:
         unchecked.append("the evaluation dataset (compared when the run starts)")
-    if train_sets and eval_sets:
-        where = " (on local data)" if unchecked else ""
-        findings += [f"{o.describe()} are training questions{where}" for o in find_overlaps(train_sets, eval_sets)]
-        near = find_near_duplicates(train_sets, eval_sets)
-        if near:
-            report.add("near-duplicates", near_duplicate_message(near))
+    where = " (on local data)" if unchecked else ""
+    near = []
+    for (task, split), (data, sample) in eval_sets.items():
+        # A local sample is one file that stands for every split of its task (and for tasks sharing its source): two
+        # sets read from the same file offline share rows, which says nothing about the Hub data.
+        against = [d for d, other in train_sets if sample is None or other != sample]
+        if len(against) < len(train_sets):
+            unchecked.append(
+                f"task '{task}' split '{split}' against training data read from the same local sample file"
+            )
+        if not against:
+            continue
+        findings += [
+            f"{o.describe()} (named by {', '.join(named_by[(o.name, o.split)])}) are training questions{where}"
+            for o in find_overlaps(against, {(task, split): data})
+        ]
+        near += find_near_duplicates(against, {(task, split): data})
+    if near:
+        report.add("near-duplicates", near_duplicate_message(near))
     if findings:
         text = "evaluation rows in the training data: " + "; ".join(findings)
         if allow:
@@ -324,6 +341,20 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
         + (", allow_eval_overlap true" if allow else "")
         + ")",
     )
+
+
+def _one_file_sample(task: str | None) -> str | None:
+    """The local sample file `task` reads offline for every split (tasks drawn from one source, e.g. LiveCodeBench's
+    releases, may share it); None otherwise (a folder such as Medicine's splits the rows itself)."""
+    from ._checks import _task_local_sample
+
+    if task is None:
+        return None
+    try:
+        path = _task_local_sample(task)
+    except Exception:
+        return None
+    return path if path is not None and os.path.isfile(path) else None
 
 
 def _dry_run_resume(args, report: _DryRun) -> None:
