@@ -21,9 +21,15 @@ paper_protocol:                  # how the paper decoded its reported numbers; n
   top_p: null
   max_new_tokens: 8192
   source: "aer.txt App. A (pass@k with k = 32; decoding not stated; 8k length)"
+  model: Qwen/Qwen3-4B-Base      # the model and training data the numbers belong to: healtrl eval compares a run
+  dataset: task:deepscaler       # only with the entries of its own model_name_or_path and dataset_name
 paper_results:                   # one entry per reported number, in percent as the paper prints it
   - {benchmark: aime24, metric: pass@1, k: 32, value: 25.2, table: "aer.txt Table 1, Qwen3-4B-Base, w/ AER (Ours)"}
+  - {benchmark: aime24, metric: pass@1, k: 32, value: 31.4, model: Qwen/Qwen3-8B-Base, table: "... Qwen3-8B-Base ..."}
 ```
+
+A run whose model or training data is that of no entry gets no comparison but an error naming both
+(`select_paper_rows`); `healtrl eval --compare_anyway` compares anyway and marks every row.
 
 Everything here is pure (parsing, validation, scoring, choosing, rendering, reading folders); the evaluation itself
 runs in `healtrl.best_checkpoint` (`evaluate_checkpoints`, `healtrl eval`).
@@ -60,6 +66,7 @@ __all__ = [
     "BestCheckpointRule",
     "PaperProtocol",
     "PaperResult",
+    "PaperRowMismatch",
     "choose_best",
     "compare_with_paper",
     "find_checkpoints",
@@ -72,6 +79,7 @@ __all__ = [
     "render_checkpoint_table",
     "render_comparison",
     "score_row",
+    "select_paper_rows",
 ]
 
 CHECKPOINT_ROWS = "checkpoint_eval.jsonl"
@@ -348,6 +356,12 @@ class PaperProtocol:
             Most generated tokens per completion.
         source (`str`, *optional*):
             Where the protocol is stated, e.g. `"opefo.txt §6.1, Evaluation"`.
+        model (`str`, *optional*):
+            The model the paper's numbers were trained from, as `model_name_or_path` names it (e.g.
+            `Qwen/Qwen3-4B-Base`): the default of every `paper_results` entry's `model`.
+        dataset (`str`, *optional*):
+            The training data behind the numbers, as `dataset_name` names it (e.g. `task:deepscaler`): the default of
+            every entry's `dataset`.
     """
 
     k: int | None = None
@@ -355,6 +369,8 @@ class PaperProtocol:
     top_p: float | None = None
     max_new_tokens: int | None = None
     source: str | None = None
+    model: str | None = None
+    dataset: str | None = None
 
     def __post_init__(self):
         w = "paper_protocol"
@@ -367,6 +383,9 @@ class PaperProtocol:
             ("max_new_tokens", self.max_new_tokens is None or (_is_int(self.max_new_tokens) and self.max_new_tokens >= 1),
              "a positive integer or null (not stated)"),
             ("source", self.source is None or isinstance(self.source, str), "a text or null"),
+            ("model", self.model is None or (isinstance(self.model, str) and self.model), "a model name or null"),
+            ("dataset", self.dataset is None or (isinstance(self.dataset, str) and self.dataset),
+             "a dataset name or null"),
         ]  # fmt: skip
         for name, ok, expected in checks:
             if not ok:
@@ -390,6 +409,10 @@ class PaperResult:
             name (`avg@32` -> 32).
         table (`str`, *optional*):
             Where it is printed, e.g. `"aer.txt Table 1, Qwen3-4B-Base, w/ AER (Ours)"`.
+        model (`str`, *optional*):
+            The model the number was trained from (`model_name_or_path`). Defaults to `paper_protocol.model`.
+        dataset (`str`, *optional*):
+            The training data behind it (`dataset_name`). Defaults to `paper_protocol.dataset`.
     """
 
     benchmark: str
@@ -397,6 +420,8 @@ class PaperResult:
     value: float
     k: int | None = None
     table: str | None = None
+    model: str | None = None
+    dataset: str | None = None
 
     @property
     def label(self) -> str:
@@ -443,6 +468,12 @@ def parse_paper_results(
             raise ValueError(f"{where}.k must be a positive number of samples per problem, got {result.k!r}.")
         if result.table is not None and not isinstance(result.table, str):
             raise ValueError(f"{where}.table must be a text such as 'aer.txt Table 1, ...', got {result.table!r}.")
+        for name in ("model", "dataset"):
+            value = getattr(result, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{where}.{name} must be a {name} name or null, got {value!r}.")
+            if value is None and protocol is not None:
+                setattr(result, name, getattr(protocol, name))
         _check_task(result.benchmark, f"{where}.benchmark")
         kind, j = parse_metric(result.metric, f"{where}.metric")
         if result.k is None:
@@ -453,16 +484,22 @@ def parse_paper_results(
                 "number) or paper_protocol.k."
             )
         _check_metric_against_k(kind, j, result.k, f"{where}.metric", f"{where}.k")
-        key = (result.benchmark, metric_key(kind, j, result.k))
+        key = (result.benchmark, metric_key(kind, j, result.k), result.model, result.dataset)
         if key in seen:
-            raise ValueError(f"{where} repeats {key[1]} on {key[0]} (already paper_results[{seen[key]}]).")
+            raise ValueError(
+                f"{where} repeats {key[1]} on {key[0]} (already paper_results[{seen[key]}]); entries for another "
+                "model or training data say so by their own `model` / `dataset`."
+            )
         seen[key] = i
         out.append(result)
     return out
 
 
-def recipe_problems(script_args, trainer_args=None) -> tuple[list[str], list[str]]:
+def recipe_problems(script_args, trainer_args=None, model: str | None = None) -> tuple[list[str], list[str]]:
     """(report lines, problems) of a config's recipe fields, for `train.py --dry_run`.
+
+    A warning line: no `paper_results` entry belongs to the run's model (`model`) and training data (`dataset_name`),
+    so `healtrl eval` will refuse the comparison (`select_paper_rows`).
 
     A problem: checkpoints are not saved at the interval the best-checkpoint rule validates at (`save_strategy` must
     be `steps` with `save_steps` dividing `best_checkpoint.every_steps`), or `save_total_limit` deletes candidates.
@@ -493,9 +530,22 @@ def recipe_problems(script_args, trainer_args=None) -> tuple[list[str], list[str
     protocol = parse_paper_protocol(getattr(script_args, "paper_protocol", None))
     results = parse_paper_results(getattr(script_args, "paper_results", None), protocol)
     if results:
-        benchmarks = list(dict.fromkeys(r.benchmark for r in results))
-        count = f"{len(results)} number{'s' if len(results) != 1 else ''}"
-        lines.append(f"paper results: {count} on {', '.join(benchmarks)}")
+        run = {"model": model, "dataset": getattr(script_args, "dataset_name", None)}
+        matching = [r for r in results if not row_mismatches(r, run)]
+        benchmarks = list(dict.fromkeys(r.benchmark for r in matching or results))
+        count = f"{len(matching)} number{'s' if len(matching) != 1 else ''}"
+        if matching:
+            others = len(results) - len(matching)
+            lines.append(
+                f"paper results: {count} for this model and training data on {', '.join(benchmarks)}"
+                + (f" ({others} more for other models / data)" if others else "")
+            )
+        else:
+            mismatch = "; ".join(dict.fromkeys(m for r in results for m in row_mismatches(r, run)))
+            lines.append(
+                f"paper results: warning: none of the {len(results)} numbers belongs to this run ({mismatch}): "
+                "healtrl eval will refuse the comparison unless --compare_anyway"
+            )
     if protocol is not None:
         lines.append("paper protocol: " + _describe_protocol(asdict(protocol)))
     return lines, problems
@@ -717,10 +767,70 @@ def _your_tasks(results: Sequence[Mapping[str, Any]]) -> dict[str, tuple[Mapping
     return out
 
 
+class PaperRowMismatch(ValueError):
+    """The run's model or training data is not those of any `paper_results` entry: no comparison is written."""
+
+
+def _same(run_value, paper_value) -> bool:
+    if paper_value is None or run_value is None:
+        return True
+    return str(run_value).rstrip("/") == str(paper_value).rstrip("/")
+
+
+def row_mismatches(entry: PaperResult, run: Mapping[str, Any] | None) -> list[str]:
+    """How the run (`{"model", "dataset"}`, from its config's model_name_or_path and dataset_name) differs from the
+    model and training data of a paper number: e.g. ["model Qwen/Qwen3-8B-Base vs the paper's Qwen/Qwen3-4B-Base"]."""
+    if run is None:
+        return []
+    out = []
+    for key in ("model", "dataset"):
+        if not _same(run.get(key), getattr(entry, key)):
+            out.append(f"{key} {run.get(key)} vs the paper's {getattr(entry, key)}")
+    return out
+
+
+def select_paper_rows(
+    paper_results: Sequence[PaperResult],
+    run: Mapping[str, Any] | None,
+    *,
+    allow_mismatch: bool = False,
+    override: str = "--compare_anyway",
+) -> list[PaperResult]:
+    """The paper numbers that belong to the run's model and training data.
+
+    Args:
+        paper_results: The parsed `paper_results` (each entry's `model` / `dataset` filled from `paper_protocol`).
+        run: `{"model", "dataset"}` of the run (its config's `model_name_or_path` and `dataset_name`); None when
+            unknown (a model that is not a `train.py` run folder): every entry is kept.
+        allow_mismatch: When no entry matches, keep them all instead of raising (`compare_with_paper(run=...)` then
+            marks each row's differences).
+        override: How the user sets `allow_mismatch`, quoted in the error.
+
+    Raises:
+        PaperRowMismatch: no entry has the run's model and training data (and not `allow_mismatch`); the message names
+            the run's and the paper's.
+    """
+    if run is None:
+        return list(paper_results)
+    matching = [e for e in paper_results if not row_mismatches(e, run)]
+    if matching or not paper_results or allow_mismatch:
+        return matching or list(paper_results)
+    rows = sorted({(e.model, e.dataset) for e in paper_results}, key=str)
+    paper = "; ".join(f"model {m or 'not stated'}, training data {d or 'not stated'}" for m, d in rows)
+    raise PaperRowMismatch(
+        f"the run's model {run.get('model')} and training data {run.get('dataset')} are not those of the paper's "
+        f"numbers in this recipe ({paper}), so no comparison is made: the numbers belong to another row of the "
+        "paper. Add that row's numbers to paper_results (entries with their own `model` / `dataset`) or pass a "
+        f"recipe that has them with --compare_paper, or pass {override} to compare anyway (the table marks every "
+        "row)."
+    )
+
+
 def compare_with_paper(
     paper_results: Sequence[PaperResult],
     protocol: PaperProtocol | None,
     results: Sequence[Mapping[str, Any]],
+    run: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """One comparison row per paper number: yours (from `results.json` contents of `healtrl eval`), the paper's, the
     difference in percentage points, and the protocol differences.
@@ -729,9 +839,12 @@ def compare_with_paper(
         paper_results: The paper's numbers (`parse_paper_results`).
         protocol: The paper's decoding protocol (`parse_paper_protocol`); None: not stated.
         results: One or more `EvalResults.to_dict()` / `results.json` contents.
+        run: `{"model", "dataset"}` of the evaluated run: a number of another model or training data is marked
+            (select the rows first with `select_paper_rows`, which refuses such a comparison unless asked).
 
     Returns:
-        Rows `{"benchmark", "metric", "paper_k", "your_k", "yours", "paper", "difference", "mismatches", "table"}`;
+        Rows `{"benchmark", "metric", "paper_k", "your_k", "yours", "paper", "difference", "mismatches", "table",
+        "model", "dataset"}` (the paper number's model and training data);
         `yours` and `difference` are None when the benchmark was not evaluated or your k is too small for the metric.
         `mismatches` lists each protocol setting that differs ("k 8 vs 32"); settings the paper does not state are
         listed as "temperature not stated by the paper".
@@ -749,8 +862,10 @@ def compare_with_paper(
             "paper": float(entry.value),
             "yours": None,
             "difference": None,
-            "mismatches": [],
+            "mismatches": row_mismatches(entry, run),
             "table": entry.table,
+            "model": entry.model,
+            "dataset": entry.dataset,
         }
         found = yours.get(entry.benchmark)
         if found is None:
@@ -785,6 +900,7 @@ def render_comparison(
     results: Sequence[Mapping[str, Any]],
     title: str = "Your run vs the paper",
     model: str | None = None,
+    run: Mapping[str, Any] | None = None,
 ) -> str:
     """Markdown: both protocols above a table of benchmark, metric, yours, the paper's, the difference, and a protocol
     column that flags every mismatch (⚠) or says `same`."""
@@ -794,6 +910,16 @@ def render_comparison(
     lines = [f"# {title}", ""]
     if model:
         lines += [f"Model: `{model}`.", ""]
+    paper_rows = sorted({(r.get("model"), r.get("dataset")) for r in rows}, key=str)
+    if any(m or d for m, d in paper_rows):
+        lines.append(
+            "- Paper's model and training data: "
+            + "; ".join(f"{m or 'not stated'}, {d or 'not stated'}" for m, d in paper_rows)
+        )
+        if run is None:
+            lines.append("- Yours: not a train.py run folder, so its model and training data are not checked")
+        else:
+            lines.append(f"- Yours: {run.get('model')}, {run.get('dataset')}")
     lines.append(f"- Paper protocol: {_describe_protocol(asdict(protocol), [r['paper_k'] for r in rows])}")
     for settings in your_settings or [{}]:
         lines.append(f"- Your protocol: {_describe_protocol({**settings, 'source': None}, your_ks)}")

@@ -223,3 +223,69 @@ def test_comparison_usage_errors(tmp_path, capsys):
     bad.write_text(yaml.safe_dump({"paper_results": [{"benchmark": "toy-add", "metric": "avg@k", "value": 5}]}))
     assert main(["eval", "--model", "healtrl-toy/qwen2-add", "--compare_paper", str(bad)]) == 2
     assert "bad.yaml: paper_results[0] has metric 'avg@k' but no k" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The paper's numbers belong to a model and training data (issue #27 item 2)
+# ----------------------------------------------------------------------------------------------------------------
+def test_paper_rows_are_selected_by_the_runs_model_and_data():
+    from healtrl.recipes import PaperRowMismatch, select_paper_rows
+
+    protocol = parse_paper_protocol({**AER_PROTOCOL, "model": "Qwen/Qwen3-4B-Base", "dataset": "task:deepscaler"})
+    paper = parse_paper_results(
+        [*AER_RESULTS, {**AER_RESULTS[0], "value": 31.4, "model": "Qwen/Qwen3-8B-Base", "table": "8B row"}], protocol
+    )
+    assert [(r.model, r.dataset) for r in paper] == [("Qwen/Qwen3-4B-Base", "task:deepscaler")] * 2 + [
+        ("Qwen/Qwen3-8B-Base", "task:deepscaler")
+    ]
+    four = {"model": "Qwen/Qwen3-4B-Base", "dataset": "task:deepscaler"}
+    assert [r.value for r in select_paper_rows(paper, four)] == [22.1, 48.9]
+    assert [r.value for r in select_paper_rows(paper, {**four, "model": "Qwen/Qwen3-8B-Base"})] == [31.4]
+    assert len(select_paper_rows(paper, None)) == 3  # not a run folder: nothing to check against
+    other = {"model": "Qwen/Qwen3-4B-Base", "dataset": "task:webinstruct-physics"}
+    with pytest.raises(PaperRowMismatch) as info:
+        select_paper_rows(paper, other)
+    message = str(info.value)
+    assert "training data task:webinstruct-physics" in message and "training data task:deepscaler" in message
+    assert "--compare_anyway" in message
+    forced = select_paper_rows(paper, other, allow_mismatch=True)
+    rows = compare_with_paper(forced, protocol, [results_json({"aime25": [1, 0]}, k=32)], run=other)
+    assert all("dataset task:webinstruct-physics vs the paper's task:deepscaler" in r["mismatches"] for r in rows)
+    # the same number for two models is two entries, not a repeat
+    with pytest.raises(ValueError, match="repeats pass@1 on aime25"):
+        parse_paper_results([AER_RESULTS[0], {**AER_RESULTS[0], "value": 1.0}], protocol)
+
+
+def test_healtrl_eval_refuses_another_models_numbers_unless_asked(toy_run, tmp_path, capsys):
+    recipe = tmp_path / "recipe.yaml"
+    paper = {**PAPER, "paper_protocol": {**PAPER["paper_protocol"], "model": "Qwen/Qwen3-4B-Base"}}
+    recipe.write_text(yaml.safe_dump(paper))
+    args = ["eval", "--model", str(toy_run), "--compare_paper", str(recipe), "--num_samples", "4", "--no_progress"]
+    assert main([*args, "--output_dir", str(tmp_path / "refused")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the run's model healtrl-toy/qwen2-add and training data healtrl-toy/add" in err
+    assert "model Qwen/Qwen3-4B-Base, training data not stated" in err
+    assert not (tmp_path / "refused").exists()  # refused before evaluating
+    assert main([*args, "--output_dir", str(tmp_path / "forced"), "--compare_anyway"]) == 0
+    table = (tmp_path / "forced" / "paper_comparison.md").read_text()
+    assert "- Paper's model and training data: Qwen/Qwen3-4B-Base, not stated" in table
+    assert "- Yours: healtrl-toy/qwen2-add, healtrl-toy/add" in table
+    assert table.count("model healtrl-toy/qwen2-add vs the paper's Qwen/Qwen3-4B-Base") == 2
+
+
+def test_every_promised_model_row_is_in_the_configs():
+    """Headers that promise another model's row by an override carry that row's numbers, tied to that model."""
+    from pathlib import Path
+
+    configs = Path(__file__).resolve().parent.parent / "configs"
+    for path in sorted(configs.glob("*_qwen*.yaml")):
+        text = path.read_text()
+        config = yaml.safe_load(text)
+        if "paper_results" not in config:
+            continue
+        protocol = parse_paper_protocol(config["paper_protocol"])
+        assert protocol.model == config["model_name_or_path"] and protocol.dataset == config["dataset_name"], path.name
+        promised = {m for m in ("Qwen/Qwen3-8B-Base", "Qwen/Qwen3-4B-Base") if f"--model_name_or_path {m}" in text}
+        promised.discard(config["model_name_or_path"])
+        models = {r.model for r in parse_paper_results(config["paper_results"], protocol)}
+        assert promised <= models, f"{path.name} promises {promised - models} but has no numbers for it"

@@ -499,7 +499,8 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
         )
     from healtrl.recipes import recipe_problems
 
-    recipe_lines, recipe_issues = recipe_problems(script_args, args)  # the fields were validated by ScriptArguments
+    # the fields were validated by ScriptArguments
+    recipe_lines, recipe_issues = recipe_problems(script_args, args, model=model_args.model_name_or_path)
     for line in recipe_lines:
         label, _, text = line.partition(": ")
         report.add(label, text)
