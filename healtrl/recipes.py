@@ -340,6 +340,9 @@ def parse_best_checkpoint(data: Mapping[str, Any] | BestCheckpointRule | None) -
 # ----------------------------------------------------------------------------------------------------------------
 # The paper's numbers
 # ----------------------------------------------------------------------------------------------------------------
+_DECODING = ("k", "temperature", "top_p", "max_new_tokens")
+
+
 @dataclass
 class PaperProtocol:
     r"""
@@ -362,6 +365,10 @@ class PaperProtocol:
         dataset (`str`, *optional*):
             The training data behind the numbers, as `dataset_name` names it (e.g. `task:deepscaler`): the default of
             every entry's `dataset`.
+        ours (`dict`, *optional*):
+            healtrl's choice for settings the paper does not state (`null` above), e.g. `{max_new_tokens: 3000}`:
+            `healtrl eval` decodes with it, and the comparison flags the setting as not stated by the paper (with our
+            value). Only for settings the paper leaves null: a stated value is the paper's.
     """
 
     k: int | None = None
@@ -371,9 +378,29 @@ class PaperProtocol:
     source: str | None = None
     model: str | None = None
     dataset: str | None = None
+    ours: dict[str, Any] | None = None
+
+    def value(self, key: str) -> Any:
+        """The setting to decode with: the paper's, else ours (None when neither is set)."""
+        stated = getattr(self, key)
+        return stated if stated is not None else (self.ours or {}).get(key)
 
     def __post_init__(self):
         w = "paper_protocol"
+        if self.ours is not None:
+            if not isinstance(self.ours, Mapping):
+                raise ValueError(f"{w}.ours must be a mapping such as {{max_new_tokens: 3000}}, got {self.ours!r}.")
+            self.ours = dict(self.ours)
+            for key, value in self.ours.items():
+                if key not in _DECODING:
+                    raise ValueError(f"{w}.ours.{key}: ours holds only {', '.join(_DECODING)}.")
+                if getattr(self, key) is not None:
+                    raise ValueError(
+                        f"{w}.ours.{key} is set but the paper states {key} ({getattr(self, key)}): ours is for "
+                        f"settings the paper does not state. Set {w}.{key} to null, or drop ours.{key}."
+                    )
+                PaperProtocol(**{key: value})  # the same checks as the paper's value
+
         checks = [
             ("k", self.k is None or (_is_int(self.k) and self.k >= 1), "a positive integer or null"),
             ("temperature", self.temperature is None or (_is_number(self.temperature) and self.temperature >= 0),
@@ -743,9 +770,13 @@ def render_checkpoint_table(rows: Sequence[Mapping[str, Any]], rule: BestCheckpo
 # Your run vs the paper
 # ----------------------------------------------------------------------------------------------------------------
 def _describe_protocol(settings: Mapping[str, Any], ks: Sequence[int] = ()) -> str:
+    ours = settings.get("ours") or {}
+
     def show(key):
         value = settings.get(key)
-        return "not stated" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+        if value is None:
+            return "not stated" + (f" (ours: {ours[key]})" if ours.get(key) is not None else "")
+        return f"{value:g}" if isinstance(value, float) else str(value)
 
     k_values = sorted(set(ks)) or ([settings["k"]] if settings.get("k") is not None else [])
     k_text = ", ".join(str(k) for k in k_values) if k_values else "not stated"
@@ -887,7 +918,10 @@ def compare_with_paper(
         for key in ("temperature", "top_p", "max_new_tokens"):
             paper_value, your_value = getattr(protocol, key), settings.get(key)
             if paper_value is None:
-                row["mismatches"].append(f"{key} not stated by the paper")
+                ours = (protocol.ours or {}).get(key)
+                row["mismatches"].append(
+                    f"{key} not stated by the paper" + (f" (ours: {ours})" if ours is not None else "")
+                )
             elif your_value is None or not math.isclose(float(your_value), float(paper_value)):
                 row["mismatches"].append(f"{key} {your_value} vs {paper_value}")
         rows.append(row)

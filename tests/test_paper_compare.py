@@ -289,3 +289,37 @@ def test_every_promised_model_row_is_in_the_configs():
         promised.discard(config["model_name_or_path"])
         models = {r.model for r in parse_paper_results(config["paper_results"], protocol)}
         assert promised <= models, f"{path.name} promises {promised - models} but has no numbers for it"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Settings the paper does not state: null, with our choice in `ours` (issue #27 item 5)
+# ----------------------------------------------------------------------------------------------------------------
+def test_ours_holds_only_what_the_paper_leaves_unstated():
+    protocol = parse_paper_protocol({"k": 4, "max_new_tokens": None, "ours": {"max_new_tokens": 3000}})
+    assert protocol.value("max_new_tokens") == 3000 and protocol.value("temperature") is None
+    with pytest.raises(ValueError, match="ours.max_new_tokens is set but the paper states max_new_tokens"):
+        parse_paper_protocol({"max_new_tokens": 4096, "ours": {"max_new_tokens": 3000}})
+    with pytest.raises(ValueError, match="ours.seed: ours holds only"):
+        parse_paper_protocol({"ours": {"seed": 1}})
+    with pytest.raises(ValueError, match="top_p must be a number in"):
+        parse_paper_protocol({"ours": {"top_p": 2.0}})
+    paper = parse_paper_results([{"benchmark": "aime24", "metric": "avg@k", "value": 40.0, "table": "T"}], protocol)
+    mine = results_json({"aime24": [1, 2, 0, 3]}, k=4, max_new_tokens=3000)
+    rows = compare_with_paper(paper, protocol, [mine])
+    assert "max_new_tokens not stated by the paper (ours: 3000)" in rows[0]["mismatches"]  # flagged, never "same"
+    table = render_comparison(rows, protocol, [mine])
+    assert (
+        "- Paper protocol: k=4, temperature=not stated, top_p=not stated, max_new_tokens=not stated (ours: 3000)"
+        in (table)
+    )
+
+
+def test_healtrl_eval_decodes_with_ours_where_the_paper_is_silent(toy_run, tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    protocol = {**PAPER["paper_protocol"], "max_new_tokens": None, "ours": {"max_new_tokens": 3}}
+    recipe.write_text(yaml.safe_dump({**PAPER, "paper_protocol": protocol}))
+    out = tmp_path / "eval"
+    args = ["eval", "--model", str(toy_run), "--compare_paper", str(recipe), "--num_samples", "2", "--no_progress"]
+    assert main([*args, "--output_dir", str(out)]) == 0
+    assert json.loads((out / "results.json").read_text())["settings"]["max_new_tokens"] == 3
+    assert "max_new_tokens not stated by the paper (ours: 3)" in (out / "paper_comparison.md").read_text()

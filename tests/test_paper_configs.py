@@ -83,3 +83,18 @@ def test_heal_table_runs_have_the_same_budget_and_batch():
             assert config["train_repeats"] == "auto"
         if any(m in path.name for m in ("80_20", "clip_higher", "entropy_loss", "kl_cov")):  # Table 7: target + general
             assert config["general_dataset_name"].endswith("/selected")
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in PAPER_CONFIGS if p.name.startswith(("opefo_", "posadv_"))], ids=lambda p: p.stem
+)
+def test_settings_the_paper_does_not_state_are_ours(path):
+    """OPEFO and PosAdv state no evaluation length: null in paper_protocol, our choice (the training length) in
+    `ours`; their headers attribute the rollout temperature (and PosAdv's top-p) to us, not to the paper."""
+    text = path.read_text()
+    config = yaml.safe_load(text)
+    protocol = parse_paper_protocol(config["paper_protocol"])
+    assert protocol.max_new_tokens is None and protocol.ours == {"max_new_tokens": config["max_completion_length"]}
+    setup = " ".join(line.lstrip("# ") for line in text.split("\n# Check:")[0].splitlines())
+    assert "Not stated" in setup and "chosen here: the rollout temperature" in setup
+    assert "no KL, temperature 1.0" not in setup and "temperature 1, top-p 1, AdamW" not in setup

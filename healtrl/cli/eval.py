@@ -289,8 +289,9 @@ def _model_main(args, prog: str) -> int:
                  f"time into separate --output_dir: {runs}, then `{prog} --compare_paper {source} --results "
                  "A/results.json,B/results.json`."]
             )  # fmt: skip
-        paper_settings = {"k": ks[0], "temperature": protocol and protocol.temperature,
-                          "top_p": protocol and protocol.top_p, "max_new_tokens": protocol and protocol.max_new_tokens}  # fmt: skip
+        # the paper's decoding where it states it, else the recipe's own choice (paper_protocol.ours)
+        paper_settings = {"k": ks[0], **{key: protocol and protocol.value(key)
+                                         for key in ("temperature", "top_p", "max_new_tokens")}}  # fmt: skip
         for name, value in paper_settings.items():
             if settings[name] is None and value is not None:
                 settings[name] = value
