@@ -29,9 +29,11 @@ def test_paper_config_states_data_budget_rule_and_numbers(path):
     config = yaml.safe_load(text)
     # Data: a dataset and rewards.
     assert config.get("dataset_name") and config.get("reward_funcs"), "data"
-    # Budget: a length and the reason for it, next to it.
-    assert "max_steps" in config or "num_train_epochs" in config
+    # Budget: a fixed number of optimizer steps (epochs converted), and the reason and the arithmetic next to it.
+    assert isinstance(config.get("max_steps"), int) and config["max_steps"] > 0 and "num_train_epochs" not in config
     assert "# Budget:" in text, "a '# Budget:' comment says why the run has this length"
+    budget = text[text.index("# Budget:") :].split("\nmax_steps:")[0]
+    assert f"{config['max_steps']:,}" in budget or str(config["max_steps"]) in budget, "the header states the steps"
     # The paper's numbers, with the protocol they were measured under.
     protocol = parse_paper_protocol(config.get("paper_protocol"))
     results = parse_paper_results(config.get("paper_results"), protocol)
