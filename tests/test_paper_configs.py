@@ -100,3 +100,16 @@ def test_settings_the_paper_does_not_state_are_ours(path):
     setup = " ".join(line.lstrip("# ") for line in text.split("\n# Check:")[0].splitlines())
     assert "Not stated" in setup and "chosen here: the rollout temperature" in setup
     assert "no KL, temperature 1.0" not in setup and "temperature 1, top-p 1, AdamW" not in setup
+
+
+def test_humaneval_plus_is_evaluated_with_evalplus_length():
+    """HumanEval+ follows EvalPlus (greedy, 768 new tokens): the code recipe's command and healtrl.tasks.code agree."""
+    import re
+
+    import healtrl.tasks.code as code
+
+    commands = [
+        line for line in (CONFIGS / "heal_qwen3_1.7b_code.yaml").read_text().splitlines() if "humanevalplus" in line
+    ]
+    lengths = {int(m) for line in commands for m in re.findall(r"--max_new_tokens (\d+)", line)}
+    assert lengths == {768} and "--max_new_tokens 768" in code.__doc__
