@@ -113,3 +113,13 @@ def test_humaneval_plus_is_evaluated_with_evalplus_length():
     ]
     lengths = {int(m) for line in commands for m in re.findall(r"--max_new_tokens (\d+)", line)}
     assert lengths == {768} and "--max_new_tokens 768" in code.__doc__
+
+
+def test_readme_recipes_table_states_costs_and_that_nothing_ran_on_a_gpu():
+    readme = (CONFIGS.parent / "README.md").read_text()
+    assert "No recipe has run on a GPU yet" in readme
+    header = next(line for line in readme.splitlines() if line.startswith("| paper | configs |"))
+    assert "cost per run (GPU-hours)" in header
+    prefixes = ("| HEAL (heal.txt)", "| AER (aer.txt)", "| Pos-Adv-Reweight (posadv.txt)", "| OPEFO (opefo.txt)")
+    rows = [line for line in readme.splitlines() if line.startswith(prefixes)]
+    assert len(rows) == 4 and all("our estimate" in row for row in rows)  # no paper states its GPU-hours
