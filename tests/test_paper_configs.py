@@ -20,7 +20,7 @@ PAPER_CONFIGS = sorted(
 
 
 def test_every_paper_config_is_listed():
-    assert len(PAPER_CONFIGS) == 48  # 7 AER, 21 HEAL, 8 OPEFO, 12 PosAdv
+    assert len(PAPER_CONFIGS) == 51  # 10 AER, 21 HEAL, 8 OPEFO, 12 PosAdv
 
 
 @pytest.mark.parametrize("path", PAPER_CONFIGS, ids=lambda p: p.stem)
