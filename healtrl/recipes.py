@@ -343,6 +343,16 @@ def parse_best_checkpoint(data: Mapping[str, Any] | BestCheckpointRule | None) -
 _DECODING = ("k", "temperature", "top_p", "max_new_tokens")
 
 
+def _check_settings(settings, where: str) -> None:
+    if settings is None:
+        return
+    if not isinstance(settings, Mapping) or not all(isinstance(k, str) for k in settings):
+        raise ValueError(f"{where} must be a mapping of config keys to values, e.g. {{lambda_mode: static}}.")
+    for key, value in settings.items():
+        if isinstance(value, (Mapping, list, tuple)):
+            raise ValueError(f"{where}.{key} must be a single value (a number, text or true/false), got {value!r}.")
+
+
 @dataclass
 class PaperProtocol:
     r"""
@@ -369,6 +379,11 @@ class PaperProtocol:
             healtrl's choice for settings the paper does not state (`null` above), e.g. `{max_new_tokens: 3000}`:
             `healtrl eval` decodes with it, and the comparison flags the setting as not stated by the paper (with our
             value). Only for settings the paper leaves null: a stated value is the paper's.
+        settings (`dict`, *optional*):
+            Training settings of the paper row, by config key (e.g. `{lambda_mode: adaptive, balance_sides: both}`):
+            the defaults of every entry's `settings`. A run whose config has another value gets no comparison with
+            that entry (as for `model` / `dataset`), so an ablation run by override is not compared with the
+            full method's numbers.
     """
 
     k: int | None = None
@@ -379,6 +394,7 @@ class PaperProtocol:
     model: str | None = None
     dataset: str | None = None
     ours: dict[str, Any] | None = None
+    settings: dict[str, Any] | None = None
 
     def value(self, key: str) -> Any:
         """The setting to decode with: the paper's, else ours (None when neither is set)."""
@@ -387,6 +403,9 @@ class PaperProtocol:
 
     def __post_init__(self):
         w = "paper_protocol"
+        _check_settings(self.settings, f"{w}.settings")
+        if self.settings is not None:
+            self.settings = dict(self.settings)
         if self.ours is not None:
             if not isinstance(self.ours, Mapping):
                 raise ValueError(f"{w}.ours must be a mapping such as {{max_new_tokens: 3000}}, got {self.ours!r}.")
@@ -440,6 +459,9 @@ class PaperResult:
             The model the number was trained from (`model_name_or_path`). Defaults to `paper_protocol.model`.
         dataset (`str`, *optional*):
             The training data behind it (`dataset_name`). Defaults to `paper_protocol.dataset`.
+        settings (`dict`, *optional*):
+            Training settings of its row by config key, over `paper_protocol.settings` (e.g. `{lambda_mode: static}`
+            for an ablation row).
     """
 
     benchmark: str
@@ -449,6 +471,7 @@ class PaperResult:
     table: str | None = None
     model: str | None = None
     dataset: str | None = None
+    settings: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -501,6 +524,9 @@ def parse_paper_results(
                 raise ValueError(f"{where}.{name} must be a {name} name or null, got {value!r}.")
             if value is None and protocol is not None:
                 setattr(result, name, getattr(protocol, name))
+        _check_settings(result.settings, f"{where}.settings")
+        merged = {**((protocol.settings if protocol is not None else None) or {}), **(result.settings or {})}
+        result.settings = merged or None
         _check_task(result.benchmark, f"{where}.benchmark")
         kind, j = parse_metric(result.metric, f"{where}.metric")
         if result.k is None:
@@ -511,11 +537,17 @@ def parse_paper_results(
                 "number) or paper_protocol.k."
             )
         _check_metric_against_k(kind, j, result.k, f"{where}.metric", f"{where}.k")
-        key = (result.benchmark, metric_key(kind, j, result.k), result.model, result.dataset)
+        key = (
+            result.benchmark,
+            metric_key(kind, j, result.k),
+            result.model,
+            result.dataset,
+            tuple(sorted((result.settings or {}).items(), key=lambda kv: kv[0])),
+        )
         if key in seen:
             raise ValueError(
                 f"{where} repeats {key[1]} on {key[0]} (already paper_results[{seen[key]}]); entries for another "
-                "model or training data say so by their own `model` / `dataset`."
+                "model, training data or setting say so by their own `model` / `dataset` / `settings`."
             )
         seen[key] = i
         out.append(result)
@@ -653,14 +685,16 @@ def recipe_problems(script_args, trainer_args=None, model: str | None = None) ->
     protocol = parse_paper_protocol(getattr(script_args, "paper_protocol", None))
     results = parse_paper_results(getattr(script_args, "paper_results", None), protocol)
     if results:
-        run = {"model": model, "dataset": getattr(script_args, "dataset_name", None)}
+        keys = {k for r in results for k in (r.settings or {})}
+        settings = {k: getattr(trainer_args, k, getattr(script_args, k, None)) for k in keys}
+        run = {"model": model, "dataset": getattr(script_args, "dataset_name", None), "settings": settings}
         matching = [r for r in results if not row_mismatches(r, run)]
         benchmarks = list(dict.fromkeys(r.benchmark for r in matching or results))
         count = f"{len(matching)} number{'s' if len(matching) != 1 else ''}"
         if matching:
             others = len(results) - len(matching)
             lines.append(
-                f"paper results: {count} for this model and training data on {', '.join(benchmarks)}"
+                f"paper results: {count} for this model, training data and settings on {', '.join(benchmarks)}"
                 + (f" ({others} more for other models / data)" if others else "")
             )
         else:
@@ -913,6 +947,12 @@ def row_mismatches(entry: PaperResult, run: Mapping[str, Any] | None) -> list[st
     for key in ("model", "dataset"):
         if not _same(run.get(key), getattr(entry, key)):
             out.append(f"{key} {run.get(key)} vs the paper's {getattr(entry, key)}")
+    values = run.get("settings")
+    for key, value in (entry.settings or {}).items():
+        if values is None or key not in values or values[key] is None:
+            continue  # the run's value is not known: not compared
+        if values[key] != value:
+            out.append(f"{key} {values[key]} vs the paper's {value}")
     return out
 
 
@@ -944,10 +984,11 @@ def select_paper_rows(
         return matching or list(paper_results)
     rows = sorted({(e.model, e.dataset) for e in paper_results}, key=str)
     paper = "; ".join(f"model {m or 'not stated'}, training data {d or 'not stated'}" for m, d in rows)
+    differences = "; ".join(dict.fromkeys(m for e in paper_results for m in row_mismatches(e, run)))
     raise PaperRowMismatch(
         f"the run's model {run.get('model')} and training data {run.get('dataset')} are not those of the paper's "
-        f"numbers in this recipe ({paper}), so no comparison is made: the numbers belong to another row of the "
-        "paper. Add that row's numbers to paper_results (entries with their own `model` / `dataset`) or pass a "
+        f"numbers in this recipe ({paper}), or its settings differ ({differences}), so no comparison is made: the "
+        "numbers belong to another row of the paper. Add that row's numbers to paper_results (entries with their own `model` / `dataset`) or pass a "
         f"recipe that has them with --compare_paper, or pass {override} to compare anyway (the table marks every "
         "row)."
     )

@@ -324,3 +324,24 @@ def test_healtrl_eval_decodes_with_ours_where_the_paper_is_silent(toy_run, tmp_p
     assert main([*args, "--output_dir", str(out)]) == 0
     assert json.loads((out / "results.json").read_text())["settings"]["max_new_tokens"] == 3
     assert "max_new_tokens not stated by the paper (ours: 3)" in (out / "paper_comparison.md").read_text()
+
+
+def test_ablation_rows_are_selected_by_their_settings():
+    """OPEFO's Table 2 ablations are overrides of its config: each is compared only with its own numbers."""
+    from pathlib import Path
+
+    from healtrl.recipes import PaperRowMismatch, select_paper_rows
+
+    config = yaml.safe_load((Path(__file__).resolve().parent.parent / "configs/opefo_qwen25_math_7b.yaml").read_text())
+    protocol = parse_paper_protocol(config["paper_protocol"])
+    paper = parse_paper_results(config["paper_results"], protocol)
+    run = {"model": config["model_name_or_path"], "dataset": config["dataset_name"], "settings": config}
+    assert {r.table for r in select_paper_rows(paper, run)} == {"opefo.txt Table 1, Qwen2.5-Math-7B, OPEFO"}
+    static = {**run, "settings": {**config, "lambda_mode": "static"}}
+    assert {r.table for r in select_paper_rows(paper, static)} == {"opefo.txt Table 2, Static Scaling"}
+    plus = {**run, "settings": {**config, "balance_sides": "pos"}}
+    assert [r.value for r in select_paper_rows(paper, plus)][:2] == [32.8, 18.2]
+    with pytest.raises(PaperRowMismatch, match="static_lambda 0.002 vs the paper's 0.001"):
+        select_paper_rows(paper, {**run, "settings": {**config, "lambda_mode": "static", "static_lambda": 0.002}})
+    with pytest.raises(ValueError, match=r"paper_protocol.settings.lambda_mode must be a single value"):
+        parse_paper_protocol({"settings": {"lambda_mode": ["static"]}})

@@ -204,7 +204,7 @@ def _run_identity(model: str | None) -> dict[str, Any] | None:
     config, _ = recipes.run_config_for(os.path.expanduser(str(model)))
     if not config:
         return None
-    return {"model": config.get("model_name_or_path"), "dataset": config.get("dataset_name")}
+    return {"model": config.get("model_name_or_path"), "dataset": config.get("dataset_name"), "settings": config}
 
 
 def _paper_recipe(args, model: str | None) -> tuple[list, Any, str | None]:
