@@ -695,7 +695,7 @@ def recipe_problems(script_args, trainer_args=None, model: str | None = None) ->
             others = len(results) - len(matching)
             lines.append(
                 f"paper results: {count} for this model, training data and settings on {', '.join(benchmarks)}"
-                + (f" ({others} more for other models / data)" if others else "")
+                + (f" ({others} more for other models, data or settings)" if others else "")
             )
         else:
             mismatch = "; ".join(dict.fromkeys(m for r in results for m in row_mismatches(r, run)))

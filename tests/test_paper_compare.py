@@ -345,3 +345,23 @@ def test_ablation_rows_are_selected_by_their_settings():
         select_paper_rows(paper, {**run, "settings": {**config, "lambda_mode": "static", "static_lambda": 0.002}})
     with pytest.raises(ValueError, match=r"paper_protocol.settings.lambda_mode must be a single value"):
         parse_paper_protocol({"settings": {"lambda_mode": ["static"]}})
+
+
+def test_posadv_clipping_rows_follow_the_clip_range(capsys):
+    """PosAdv's Clip-Lower / Clip-Tighter / Clip-Free rows are overrides of its Clip-Higher config: the dry run counts
+    the numbers of the overridden clip range, and the selection returns that row only."""
+    from pathlib import Path
+
+    from healtrl.cli import train_main
+    from healtrl.recipes import select_paper_rows
+
+    path = Path(__file__).resolve().parent.parent / "configs/posadv_baseline_clip_higher_qwen25_math_7b_dapo.yaml"
+    config = yaml.safe_load(path.read_text())
+    paper = parse_paper_results(config["paper_results"], parse_paper_protocol(config["paper_protocol"]))
+    run = {"model": config["model_name_or_path"], "dataset": config["dataset_name"], "settings": config}
+    tighter = {**run, "settings": {**config, "epsilon": 0.12, "epsilon_high": 0.2}}
+    assert {r.table.split(", ")[-1] for r in select_paper_rows(paper, tighter)} == {"+ Clip-Tighter"}
+    assert {r.table.split(", ")[-1] for r in select_paper_rows(paper, run)} == {"+ Clip-Higher"}
+    argv = ["--config", str(path), "--dry_run", "--num_processes", "8", "--epsilon", "1e4", "--epsilon_high", "1e4"]
+    assert train_main(argv) == 0
+    assert "10 numbers for this model, training data and settings" in " ".join(capsys.readouterr().out.split())
