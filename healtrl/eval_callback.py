@@ -58,6 +58,9 @@ class PeriodicEvalCallback(_callback_base()):
         task_paths: Task name -> local data file (see `evaluate`).
         prefix: Prefix of the logged keys.
         progress: Show progress bars (main process only).
+        best_rule: A `healtrl.recipes.BestCheckpointRule` whose tasks are among `tasks`: each evaluation is scored by
+            it (pass@j with j > k is scored as pass@k) and the best step becomes transformers' best checkpoint, which
+            `save_total_limit` keeps (`_track_best`).
 
     Example:
 
@@ -88,9 +91,11 @@ class PeriodicEvalCallback(_callback_base()):
         task_paths: dict[str, str] | None = None,
         prefix: str = "eval/",
         progress: bool = False,
+        best_rule=None,
     ):
         from healtrl.tasks import get_task
 
+        self.best_rule = best_rule
         if isinstance(tasks, str):
             tasks = [t for t in tasks.split(",") if t]
         self.tasks = list(tasks)
@@ -210,11 +215,32 @@ class PeriodicEvalCallback(_callback_base()):
         # control flags that the step set (`should_log`, ...): restore them so that the step's own logging, saving
         # and evaluation still happen.
         flags = {name: getattr(control, name) for name in ("should_log", "should_evaluate", "should_save")}
+        self._track_best(state, results)
         Trainer.log(self.trainer, results.metrics(prefix=self.prefix))
         control = self.trainer.control
         for name, value in flags.items():
             setattr(control, name, value)
         return control
+
+    def _track_best(self, state, results) -> None:
+        """With a best-checkpoint rule (`best_rule`): score this evaluation by the rule (its metric, reduced over its
+        tasks, at this callback's k) and, when it is the best so far, record the step as transformers' best
+        (`state.best_metric`, `state.best_global_step`). The checkpoint saved at this step then becomes
+        `state.best_model_checkpoint`, which `save_total_limit`'s rotation never deletes."""
+        rule = self.best_rule
+        if rule is None or state.global_step == 0 or any(t not in results.tasks for t in rule.tasks):
+            return
+        from healtrl.recipes import metric_value
+
+        kind, j = rule.parsed_metric
+        values = []
+        for task in rule.tasks:
+            record = results.tasks[task]
+            values.append(metric_value(record.correct, record.k, kind, None if j is None else min(j, record.k)))
+        score = float(sum(values) / len(values))
+        if state.best_metric is None or score > state.best_metric:  # ties: the earliest step, as choose_best
+            state.best_metric = score
+            state.best_global_step = state.global_step
 
     def on_train_begin(self, args, state, control, **kwargs):
         if self.eval_on_start:

@@ -21,9 +21,15 @@ paper_protocol:                  # how the paper decoded its reported numbers; n
   top_p: null
   max_new_tokens: 8192
   source: "aer.txt App. A (pass@k with k = 32; decoding not stated; 8k length)"
+  model: Qwen/Qwen3-4B-Base      # the model and training data the numbers belong to: healtrl eval compares a run
+  dataset: task:deepscaler       # only with the entries of its own model_name_or_path and dataset_name
 paper_results:                   # one entry per reported number, in percent as the paper prints it
   - {benchmark: aime24, metric: pass@1, k: 32, value: 25.2, table: "aer.txt Table 1, Qwen3-4B-Base, w/ AER (Ours)"}
+  - {benchmark: aime24, metric: pass@1, k: 32, value: 31.4, model: Qwen/Qwen3-8B-Base, table: "... Qwen3-8B-Base ..."}
 ```
+
+A run whose model or training data is that of no entry gets no comparison but an error naming both
+(`select_paper_rows`); `healtrl eval --compare_anyway` compares anyway and marks every row.
 
 Everything here is pure (parsing, validation, scoring, choosing, rendering, reading folders); the evaluation itself
 runs in `healtrl.best_checkpoint` (`evaluate_checkpoints`, `healtrl eval`).
@@ -60,6 +66,7 @@ __all__ = [
     "BestCheckpointRule",
     "PaperProtocol",
     "PaperResult",
+    "PaperRowMismatch",
     "choose_best",
     "compare_with_paper",
     "find_checkpoints",
@@ -72,6 +79,7 @@ __all__ = [
     "render_checkpoint_table",
     "render_comparison",
     "score_row",
+    "select_paper_rows",
 ]
 
 CHECKPOINT_ROWS = "checkpoint_eval.jsonl"
@@ -332,6 +340,19 @@ def parse_best_checkpoint(data: Mapping[str, Any] | BestCheckpointRule | None) -
 # ----------------------------------------------------------------------------------------------------------------
 # The paper's numbers
 # ----------------------------------------------------------------------------------------------------------------
+_DECODING = ("k", "temperature", "top_p", "max_new_tokens")
+
+
+def _check_settings(settings, where: str) -> None:
+    if settings is None:
+        return
+    if not isinstance(settings, Mapping) or not all(isinstance(k, str) for k in settings):
+        raise ValueError(f"{where} must be a mapping of config keys to values, e.g. {{lambda_mode: static}}.")
+    for key, value in settings.items():
+        if isinstance(value, (Mapping, list, tuple)):
+            raise ValueError(f"{where}.{key} must be a single value (a number, text or true/false), got {value!r}.")
+
+
 @dataclass
 class PaperProtocol:
     r"""
@@ -348,6 +369,21 @@ class PaperProtocol:
             Most generated tokens per completion.
         source (`str`, *optional*):
             Where the protocol is stated, e.g. `"opefo.txt §6.1, Evaluation"`.
+        model (`str`, *optional*):
+            The model the paper's numbers were trained from, as `model_name_or_path` names it (e.g.
+            `Qwen/Qwen3-4B-Base`): the default of every `paper_results` entry's `model`.
+        dataset (`str`, *optional*):
+            The training data behind the numbers, as `dataset_name` names it (e.g. `task:deepscaler`): the default of
+            every entry's `dataset`.
+        ours (`dict`, *optional*):
+            healtrl's choice for settings the paper does not state (`null` above), e.g. `{max_new_tokens: 3000}`:
+            `healtrl eval` decodes with it, and the comparison flags the setting as not stated by the paper (with our
+            value). Only for settings the paper leaves null: a stated value is the paper's.
+        settings (`dict`, *optional*):
+            Training settings of the paper row, by config key (e.g. `{lambda_mode: adaptive, balance_sides: both}`):
+            the defaults of every entry's `settings`. A run whose config has another value gets no comparison with
+            that entry (as for `model` / `dataset`), so an ablation run by override is not compared with the
+            full method's numbers.
     """
 
     k: int | None = None
@@ -355,9 +391,35 @@ class PaperProtocol:
     top_p: float | None = None
     max_new_tokens: int | None = None
     source: str | None = None
+    model: str | None = None
+    dataset: str | None = None
+    ours: dict[str, Any] | None = None
+    settings: dict[str, Any] | None = None
+
+    def value(self, key: str) -> Any:
+        """The setting to decode with: the paper's, else ours (None when neither is set)."""
+        stated = getattr(self, key)
+        return stated if stated is not None else (self.ours or {}).get(key)
 
     def __post_init__(self):
         w = "paper_protocol"
+        _check_settings(self.settings, f"{w}.settings")
+        if self.settings is not None:
+            self.settings = dict(self.settings)
+        if self.ours is not None:
+            if not isinstance(self.ours, Mapping):
+                raise ValueError(f"{w}.ours must be a mapping such as {{max_new_tokens: 3000}}, got {self.ours!r}.")
+            self.ours = dict(self.ours)
+            for key, value in self.ours.items():
+                if key not in _DECODING:
+                    raise ValueError(f"{w}.ours.{key}: ours holds only {', '.join(_DECODING)}.")
+                if getattr(self, key) is not None:
+                    raise ValueError(
+                        f"{w}.ours.{key} is set but the paper states {key} ({getattr(self, key)}): ours is for "
+                        f"settings the paper does not state. Set {w}.{key} to null, or drop ours.{key}."
+                    )
+                PaperProtocol(**{key: value})  # the same checks as the paper's value
+
         checks = [
             ("k", self.k is None or (_is_int(self.k) and self.k >= 1), "a positive integer or null"),
             ("temperature", self.temperature is None or (_is_number(self.temperature) and self.temperature >= 0),
@@ -367,6 +429,9 @@ class PaperProtocol:
             ("max_new_tokens", self.max_new_tokens is None or (_is_int(self.max_new_tokens) and self.max_new_tokens >= 1),
              "a positive integer or null (not stated)"),
             ("source", self.source is None or isinstance(self.source, str), "a text or null"),
+            ("model", self.model is None or (isinstance(self.model, str) and self.model), "a model name or null"),
+            ("dataset", self.dataset is None or (isinstance(self.dataset, str) and self.dataset),
+             "a dataset name or null"),
         ]  # fmt: skip
         for name, ok, expected in checks:
             if not ok:
@@ -390,6 +455,13 @@ class PaperResult:
             name (`avg@32` -> 32).
         table (`str`, *optional*):
             Where it is printed, e.g. `"aer.txt Table 1, Qwen3-4B-Base, w/ AER (Ours)"`.
+        model (`str`, *optional*):
+            The model the number was trained from (`model_name_or_path`). Defaults to `paper_protocol.model`.
+        dataset (`str`, *optional*):
+            The training data behind it (`dataset_name`). Defaults to `paper_protocol.dataset`.
+        settings (`dict`, *optional*):
+            Training settings of its row by config key, over `paper_protocol.settings` (e.g. `{lambda_mode: static}`
+            for an ablation row).
     """
 
     benchmark: str
@@ -397,6 +469,9 @@ class PaperResult:
     value: float
     k: int | None = None
     table: str | None = None
+    model: str | None = None
+    dataset: str | None = None
+    settings: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -443,6 +518,15 @@ def parse_paper_results(
             raise ValueError(f"{where}.k must be a positive number of samples per problem, got {result.k!r}.")
         if result.table is not None and not isinstance(result.table, str):
             raise ValueError(f"{where}.table must be a text such as 'aer.txt Table 1, ...', got {result.table!r}.")
+        for name in ("model", "dataset"):
+            value = getattr(result, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{where}.{name} must be a {name} name or null, got {value!r}.")
+            if value is None and protocol is not None:
+                setattr(result, name, getattr(protocol, name))
+        _check_settings(result.settings, f"{where}.settings")
+        merged = {**((protocol.settings if protocol is not None else None) or {}), **(result.settings or {})}
+        result.settings = merged or None
         _check_task(result.benchmark, f"{where}.benchmark")
         kind, j = parse_metric(result.metric, f"{where}.metric")
         if result.k is None:
@@ -453,16 +537,111 @@ def parse_paper_results(
                 "number) or paper_protocol.k."
             )
         _check_metric_against_k(kind, j, result.k, f"{where}.metric", f"{where}.k")
-        key = (result.benchmark, metric_key(kind, j, result.k))
+        key = (
+            result.benchmark,
+            metric_key(kind, j, result.k),
+            result.model,
+            result.dataset,
+            tuple(sorted((result.settings or {}).items(), key=lambda kv: kv[0])),
+        )
         if key in seen:
-            raise ValueError(f"{where} repeats {key[1]} on {key[0]} (already paper_results[{seen[key]}]).")
+            raise ValueError(
+                f"{where} repeats {key[1]} on {key[0]} (already paper_results[{seen[key]}]); entries for another "
+                "model, training data or setting say so by their own `model` / `dataset` / `settings`."
+            )
         seen[key] = i
         out.append(result)
     return out
 
 
-def recipe_problems(script_args, trainer_args=None) -> tuple[list[str], list[str]]:
+CHECKPOINT_BOUNDS = {"disk_tb": 8.0, "checkpoints_to_evaluate": 150}
+"""The dry run refuses a plan whose checkpoints kept at once would take more disk than `disk_tb` (estimated), or that
+leaves `healtrl eval --checkpoints` more than `checkpoints_to_evaluate` candidates, unless `allow_large_checkpoint_plan`
+is set. (AER's 30 epochs saved every 20 steps with no limit: ~1,880 checkpoints of a 4B model, ~75 TB.)"""
+BYTES_PER_PARAMETER = {"model": 2, "with_optimizer": 10}
+"""Estimated checkpoint bytes per parameter: bf16 weights (2), plus Adam's two moments when the optimizer state is saved
+(8 more, fp32). An estimate: sharded or fp32 master weights write more."""
+
+
+def _parameters_from_name(name) -> float | None:
+    """Billions of parameters read from a model name (`Qwen/Qwen3-4B-Base` -> 4.0), or None."""
+    match = re.search(r"(?<![\d.])(\d+(?:\.\d+)?)[Bb](?![a-zA-Z])", str(name or ""))
+    return float(match.group(1)) if match else None
+
+
+def checkpoint_plan(script_args, trainer_args, model: str | None) -> tuple[list[str], list[str]]:
+    """(report lines, problems): the disk and evaluation cost of the checkpoints the run saves, and a problem per
+    bound of `CHECKPOINT_BOUNDS` it exceeds (unless `allow_large_checkpoint_plan`)."""
+    strategy = str(getattr(trainer_args.save_strategy, "value", trainer_args.save_strategy))
+    max_steps = getattr(trainer_args, "max_steps", -1) or -1
+    if strategy != "steps" or max_steps <= 0:
+        return [], []
+    save_steps = int(trainer_args.save_steps)
+    saves = max_steps // save_steps
+    limit = getattr(trainer_args, "save_total_limit", None)
+    keeps_best = validation_keeps_best(script_args, trainer_args)
+    kept = saves if not limit else min(saves, limit + (1 if keeps_best else 0))
+    billions = _parameters_from_name(model)
+    per_param = BYTES_PER_PARAMETER["model" if getattr(trainer_args, "save_only_model", False) else "with_optimizer"]
+    disk_tb = None if billions is None else kept * billions * per_param / 1000
+    rule = parse_best_checkpoint(getattr(script_args, "best_checkpoint", None))
+    text = f"{saves} saves (max_steps {max_steps} / save_steps {save_steps}), at most {kept} kept at once"
+    text += f" (save_total_limit {limit}{' + the best' if keeps_best else ''})" if limit else " (no save_total_limit)"
+    if disk_tb is not None:
+        text += (
+            f", ~{disk_tb:.2g} TB ({billions:g}B parameters x {per_param} bytes each per checkpoint: our estimate, "
+            "healtrl.recipes.BYTES_PER_PARAMETER)"
+        )
+    candidates = None
+    if rule is not None:
+        every = rule.every_steps or save_steps
+        candidates = min(kept, max_steps // every) if limit else max_steps // every
+        samples = ", ".join(f"{t} x {rule.k_of(t)}" for t in rule.tasks)
+        text += f"; healtrl eval --checkpoints: {candidates} candidates x ({samples}) samples per problem"
+    evaluated = getattr(script_args, "eval_tasks", None) or []
+    every_eval = getattr(script_args, "eval_every_steps", None)
+    if evaluated and every_eval:
+        text += (
+            f"; in training: {max_steps // every_eval} validations x {getattr(script_args, 'eval_k', 1)} samples per "
+            f"problem of {', '.join(evaluated)}"
+        )
+    problems = []
+    over = []
+    if disk_tb is not None and disk_tb > CHECKPOINT_BOUNDS["disk_tb"]:
+        over.append(f"~{disk_tb:.2g} TB of checkpoints kept at once (bound {CHECKPOINT_BOUNDS['disk_tb']:g} TB)")
+    if candidates is not None and candidates > CHECKPOINT_BOUNDS["checkpoints_to_evaluate"]:
+        over.append(f"{candidates} checkpoints to evaluate (bound {CHECKPOINT_BOUNDS['checkpoints_to_evaluate']})")
+    if over and not getattr(script_args, "allow_large_checkpoint_plan", False):
+        problems.append(
+            "the saved checkpoints exceed the plan's bounds (healtrl.recipes.CHECKPOINT_BOUNDS): "
+            + "; ".join(over)
+            + ". Raise save_steps, set save_total_limit with validation during training by the best-checkpoint rule "
+            "(eval_tasks, eval_every_steps = best_checkpoint.every_steps), or set `allow_large_checkpoint_plan: "
+            "true` to accept it."
+        )
+    elif over:
+        text += " (over the bounds: " + "; ".join(over) + "; allowed by allow_large_checkpoint_plan)"
+    return [f"checkpoint plan: {text}"], problems
+
+
+def validation_keeps_best(script_args, trainer_args=None) -> bool:
+    """Whether the run validates during training by its best-checkpoint rule: `best_checkpoint` is set, its tasks are
+    among `eval_tasks` and `eval_every_steps` is its `every_steps` (checkpoints are saved at that interval, as the
+    rule requires). `PeriodicEvalCallback(best_rule=...)` then records the best step, and `save_total_limit` may
+    bound the other checkpoints: transformers never deletes the best one."""
+    rule = parse_best_checkpoint(getattr(script_args, "best_checkpoint", None))
+    if rule is None or not set(rule.tasks) <= set(getattr(script_args, "eval_tasks", None) or []):
+        return False
+    if (getattr(script_args, "eval_split", None) or rule.split) != rule.split:
+        return False
+    return rule.every_steps is not None and getattr(script_args, "eval_every_steps", None) == rule.every_steps
+
+
+def recipe_problems(script_args, trainer_args=None, model: str | None = None) -> tuple[list[str], list[str]]:
     """(report lines, problems) of a config's recipe fields, for `train.py --dry_run`.
+
+    A warning line: no `paper_results` entry belongs to the run's model (`model`) and training data (`dataset_name`),
+    so `healtrl eval` will refuse the comparison (`select_paper_rows`).
 
     A problem: checkpoints are not saved at the interval the best-checkpoint rule validates at (`save_strategy` must
     be `steps` with `save_steps` dividing `best_checkpoint.every_steps`), or `save_total_limit` deletes candidates.
@@ -485,17 +664,45 @@ def recipe_problems(script_args, trainer_args=None) -> tuple[list[str], list[str
                     f"checkpoints at multiples of {rule.every_steps} steps are not all saved. Set `save_steps` to "
                     f"{rule.every_steps} (or a divisor of it)."
                 )
-            if getattr(trainer_args, "save_total_limit", None):
+            limit = getattr(trainer_args, "save_total_limit", None)
+            if limit and not validation_keeps_best(script_args, trainer_args):
                 problems.append(
-                    f"save_total_limit is {trainer_args.save_total_limit}: transformers deletes older checkpoints, so "
-                    "the best-checkpoint rule cannot see them. Remove `save_total_limit` (or set it to null)."
+                    f"save_total_limit is {limit}: transformers deletes older checkpoints, so the best-checkpoint rule "
+                    "cannot see them. Remove `save_total_limit` (or set it to null), or validate during training by "
+                    f"the rule (eval_tasks including {', '.join(rule.tasks)}, eval_every_steps {rule.every_steps}): "
+                    "the best checkpoint so far is then never deleted."
                 )
+            elif limit:
+                lines.append(
+                    f"checkpoints kept: the best by the in-training validation ({', '.join(rule.tasks)} every "
+                    f"{rule.every_steps} steps, eval_k {getattr(script_args, 'eval_k', None)}) and the "
+                    f"{limit} most recent (save_total_limit {limit}); healtrl eval --checkpoints chooses among them"
+                )
+    if trainer_args is not None:
+        plan_lines, plan_problems = checkpoint_plan(script_args, trainer_args, model)
+        lines += plan_lines
+        problems += plan_problems
     protocol = parse_paper_protocol(getattr(script_args, "paper_protocol", None))
     results = parse_paper_results(getattr(script_args, "paper_results", None), protocol)
     if results:
-        benchmarks = list(dict.fromkeys(r.benchmark for r in results))
-        count = f"{len(results)} number{'s' if len(results) != 1 else ''}"
-        lines.append(f"paper results: {count} on {', '.join(benchmarks)}")
+        keys = {k for r in results for k in (r.settings or {})}
+        settings = {k: getattr(trainer_args, k, getattr(script_args, k, None)) for k in keys}
+        run = {"model": model, "dataset": getattr(script_args, "dataset_name", None), "settings": settings}
+        matching = [r for r in results if not row_mismatches(r, run)]
+        benchmarks = list(dict.fromkeys(r.benchmark for r in matching or results))
+        count = f"{len(matching)} number{'s' if len(matching) != 1 else ''}"
+        if matching:
+            others = len(results) - len(matching)
+            lines.append(
+                f"paper results: {count} for this model, training data and settings on {', '.join(benchmarks)}"
+                + (f" ({others} more for other models, data or settings)" if others else "")
+            )
+        else:
+            mismatch = "; ".join(dict.fromkeys(m for r in results for m in row_mismatches(r, run)))
+            lines.append(
+                f"paper results: warning: none of the {len(results)} numbers belongs to this run ({mismatch}): "
+                "healtrl eval will refuse the comparison unless --compare_anyway"
+            )
     if protocol is not None:
         lines.append("paper protocol: " + _describe_protocol(asdict(protocol)))
     return lines, problems
@@ -693,9 +900,13 @@ def render_checkpoint_table(rows: Sequence[Mapping[str, Any]], rule: BestCheckpo
 # Your run vs the paper
 # ----------------------------------------------------------------------------------------------------------------
 def _describe_protocol(settings: Mapping[str, Any], ks: Sequence[int] = ()) -> str:
+    ours = settings.get("ours") or {}
+
     def show(key):
         value = settings.get(key)
-        return "not stated" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+        if value is None:
+            return "not stated" + (f" (ours: {ours[key]})" if ours.get(key) is not None else "")
+        return f"{value:g}" if isinstance(value, float) else str(value)
 
     k_values = sorted(set(ks)) or ([settings["k"]] if settings.get("k") is not None else [])
     k_text = ", ".join(str(k) for k in k_values) if k_values else "not stated"
@@ -717,10 +928,77 @@ def _your_tasks(results: Sequence[Mapping[str, Any]]) -> dict[str, tuple[Mapping
     return out
 
 
+class PaperRowMismatch(ValueError):
+    """The run's model or training data is not those of any `paper_results` entry: no comparison is written."""
+
+
+def _same(run_value, paper_value) -> bool:
+    if paper_value is None or run_value is None:
+        return True
+    return str(run_value).rstrip("/") == str(paper_value).rstrip("/")
+
+
+def row_mismatches(entry: PaperResult, run: Mapping[str, Any] | None) -> list[str]:
+    """How the run (`{"model", "dataset"}`, from its config's model_name_or_path and dataset_name) differs from the
+    model and training data of a paper number: e.g. ["model Qwen/Qwen3-8B-Base vs the paper's Qwen/Qwen3-4B-Base"]."""
+    if run is None:
+        return []
+    out = []
+    for key in ("model", "dataset"):
+        if not _same(run.get(key), getattr(entry, key)):
+            out.append(f"{key} {run.get(key)} vs the paper's {getattr(entry, key)}")
+    values = run.get("settings")
+    for key, value in (entry.settings or {}).items():
+        if values is None or key not in values or values[key] is None:
+            continue  # the run's value is not known: not compared
+        if values[key] != value:
+            out.append(f"{key} {values[key]} vs the paper's {value}")
+    return out
+
+
+def select_paper_rows(
+    paper_results: Sequence[PaperResult],
+    run: Mapping[str, Any] | None,
+    *,
+    allow_mismatch: bool = False,
+    override: str = "--compare_anyway",
+) -> list[PaperResult]:
+    """The paper numbers that belong to the run's model and training data.
+
+    Args:
+        paper_results: The parsed `paper_results` (each entry's `model` / `dataset` filled from `paper_protocol`).
+        run: `{"model", "dataset"}` of the run (its config's `model_name_or_path` and `dataset_name`); None when
+            unknown (a model that is not a `train.py` run folder): every entry is kept.
+        allow_mismatch: When no entry matches, keep them all instead of raising (`compare_with_paper(run=...)` then
+            marks each row's differences).
+        override: How the user sets `allow_mismatch`, quoted in the error.
+
+    Raises:
+        PaperRowMismatch: no entry has the run's model and training data (and not `allow_mismatch`); the message names
+            the run's and the paper's.
+    """
+    if run is None:
+        return list(paper_results)
+    matching = [e for e in paper_results if not row_mismatches(e, run)]
+    if matching or not paper_results or allow_mismatch:
+        return matching or list(paper_results)
+    rows = sorted({(e.model, e.dataset) for e in paper_results}, key=str)
+    paper = "; ".join(f"model {m or 'not stated'}, training data {d or 'not stated'}" for m, d in rows)
+    differences = "; ".join(dict.fromkeys(m for e in paper_results for m in row_mismatches(e, run)))
+    raise PaperRowMismatch(
+        f"the run's model {run.get('model')} and training data {run.get('dataset')} are not those of the paper's "
+        f"numbers in this recipe ({paper}), or its settings differ ({differences}), so no comparison is made: the "
+        "numbers belong to another row of the paper. Add that row's numbers to paper_results (entries with their own `model` / `dataset`) or pass a "
+        f"recipe that has them with --compare_paper, or pass {override} to compare anyway (the table marks every "
+        "row)."
+    )
+
+
 def compare_with_paper(
     paper_results: Sequence[PaperResult],
     protocol: PaperProtocol | None,
     results: Sequence[Mapping[str, Any]],
+    run: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """One comparison row per paper number: yours (from `results.json` contents of `healtrl eval`), the paper's, the
     difference in percentage points, and the protocol differences.
@@ -729,9 +1007,12 @@ def compare_with_paper(
         paper_results: The paper's numbers (`parse_paper_results`).
         protocol: The paper's decoding protocol (`parse_paper_protocol`); None: not stated.
         results: One or more `EvalResults.to_dict()` / `results.json` contents.
+        run: `{"model", "dataset"}` of the evaluated run: a number of another model or training data is marked
+            (select the rows first with `select_paper_rows`, which refuses such a comparison unless asked).
 
     Returns:
-        Rows `{"benchmark", "metric", "paper_k", "your_k", "yours", "paper", "difference", "mismatches", "table"}`;
+        Rows `{"benchmark", "metric", "paper_k", "your_k", "yours", "paper", "difference", "mismatches", "table",
+        "model", "dataset"}` (the paper number's model and training data);
         `yours` and `difference` are None when the benchmark was not evaluated or your k is too small for the metric.
         `mismatches` lists each protocol setting that differs ("k 8 vs 32"); settings the paper does not state are
         listed as "temperature not stated by the paper".
@@ -749,8 +1030,10 @@ def compare_with_paper(
             "paper": float(entry.value),
             "yours": None,
             "difference": None,
-            "mismatches": [],
+            "mismatches": row_mismatches(entry, run),
             "table": entry.table,
+            "model": entry.model,
+            "dataset": entry.dataset,
         }
         found = yours.get(entry.benchmark)
         if found is None:
@@ -772,7 +1055,10 @@ def compare_with_paper(
         for key in ("temperature", "top_p", "max_new_tokens"):
             paper_value, your_value = getattr(protocol, key), settings.get(key)
             if paper_value is None:
-                row["mismatches"].append(f"{key} not stated by the paper")
+                ours = (protocol.ours or {}).get(key)
+                row["mismatches"].append(
+                    f"{key} not stated by the paper" + (f" (ours: {ours})" if ours is not None else "")
+                )
             elif your_value is None or not math.isclose(float(your_value), float(paper_value)):
                 row["mismatches"].append(f"{key} {your_value} vs {paper_value}")
         rows.append(row)
@@ -785,6 +1071,7 @@ def render_comparison(
     results: Sequence[Mapping[str, Any]],
     title: str = "Your run vs the paper",
     model: str | None = None,
+    run: Mapping[str, Any] | None = None,
 ) -> str:
     """Markdown: both protocols above a table of benchmark, metric, yours, the paper's, the difference, and a protocol
     column that flags every mismatch (⚠) or says `same`."""
@@ -794,6 +1081,16 @@ def render_comparison(
     lines = [f"# {title}", ""]
     if model:
         lines += [f"Model: `{model}`.", ""]
+    paper_rows = sorted({(r.get("model"), r.get("dataset")) for r in rows}, key=str)
+    if any(m or d for m, d in paper_rows):
+        lines.append(
+            "- Paper's model and training data: "
+            + "; ".join(f"{m or 'not stated'}, {d or 'not stated'}" for m, d in paper_rows)
+        )
+        if run is None:
+            lines.append("- Yours: not a train.py run folder, so its model and training data are not checked")
+        else:
+            lines.append(f"- Yours: {run.get('model')}, {run.get('dataset')}")
     lines.append(f"- Paper protocol: {_describe_protocol(asdict(protocol), [r['paper_k'] for r in rows])}")
     for settings in your_settings or [{}]:
         lines.append(f"- Your protocol: {_describe_protocol({**settings, 'source': None}, your_ks)}")

@@ -200,3 +200,20 @@ def test_invalid_settings(tmp_path, field, value, match):
 def test_unknown_accuracy_reward(tmp_path):
     with pytest.raises(ValueError, match="accuracy_reward 'nope'"):
         build_trainer(AERTrainer, AERConfig, tmp_path, accuracy_reward="nope")
+
+
+def test_table_2_ablation_switches(tmp_path):
+    """aer.txt Table 2: difficulty_aware off gives every prompt alpha; adaptive_alpha off keeps alpha at alpha_init."""
+    fixed = build_trainer(
+        AERTrainer, AERConfig, tmp_path / "fixed", max_steps=2, alpha_init=0.02, difficulty_aware=False,
+        adaptive_alpha=False, entropy_normalization="token",
+    )  # fmt: skip
+    accuracy = torch.tensor([0.0, 0.1, 0.5, 1.0])
+    assert torch.equal(fixed._coefficients(accuracy, 0.02), torch.full((4,), 0.02))
+    fixed.train()
+    assert steps_of(fixed.state.log_history, "aer/alpha") == pytest.approx({1: 0.02, 2: 0.02})  # no C3 step
+    assert steps_of(fixed.state.log_history, "aer/positive_coef_frac") == pytest.approx({1: 1.0, 2: 1.0})
+    c1 = build_trainer(AERTrainer, AERConfig, tmp_path / "c1", alpha_init=0.02, adaptive_alpha=False, rho=0.2)
+    assert torch.allclose(c1._coefficients(accuracy, 0.02), aer_coefficients(accuracy, 0.02, 0.2))
+    with pytest.raises(ValueError, match="adaptive_alpha false keeps alpha at alpha_init, which is 0"):
+        AERConfig(output_dir=str(tmp_path / "x"), adaptive_alpha=False, alpha_init=0.0)

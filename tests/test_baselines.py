@@ -3,6 +3,8 @@ parity with EntropyGRPOTrainer for `entropy_method: none`, the shaped losses aga
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from transformers import set_seed
@@ -128,6 +130,16 @@ def test_clip_cov_zeroes_selected_tokens(tmp_path):
     assert 1 <= zeroed.sum() <= k  # selected tokens with A = 0 were zero already
     adv = inputs["advantages"].unsqueeze(1).expand_as(shaped)
     assert torch.equal(shaped[shaped != 0], adv[shaped != 0])  # every other token keeps its advantage
+
+
+def test_clip_higher_warns_on_policy_only(tmp_path):
+    with pytest.warns(UserWarning, match="Clip-Higher on-policy: .*epsilon_high 0.28 != epsilon 0.2"):
+        build_trainer(GRPOBaselineTrainer, GRPOBaselineConfig, tmp_path / "on", epsilon=0.2, epsilon_high=0.28)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # two updates per rollout batch: the clip acts, no warning
+        build_trainer(
+            GRPOBaselineTrainer, GRPOBaselineConfig, tmp_path / "off", epsilon=0.2, epsilon_high=0.28, num_iterations=2
+        )
 
 
 def test_kl_cov_warns_on_policy_and_penalises_off_policy(tmp_path):

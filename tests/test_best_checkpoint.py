@@ -412,3 +412,75 @@ def test_a_trainer_checkpoint_without_its_completion_marker_is_not_evaluated(tmp
     with pytest.warns(UserWarning, match="checkpoint-20.*no completion marker"):
         found = find_checkpoints(tmp_path)
     assert [c["checkpoint"] for c in found] == ["checkpoint-10", "checkpoint-30"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Runnable budgets: bounded checkpoints, the best one kept (issue #27 item 6)
+# ----------------------------------------------------------------------------------------------------------------
+def _plan_args(**script):
+    values = dict(best_checkpoint=AER_RULE, paper_results=[], paper_protocol=None, eval_tasks=[], eval_every_steps=100,
+                  eval_k=8, eval_split=None, allow_large_checkpoint_plan=False)  # fmt: skip
+    values.update(script)
+    return types.SimpleNamespace(**values)
+
+
+def _trainer_args(**kw):
+    values = dict(save_strategy="steps", save_steps=20, save_total_limit=None, max_steps=37680, save_only_model=False)
+    values.update(kw)
+    return types.SimpleNamespace(**values)
+
+
+def test_dry_run_prices_the_checkpoints_and_refuses_a_plan_over_the_bounds():
+    from healtrl.recipes import CHECKPOINT_BOUNDS, checkpoint_plan
+
+    # AER's 30 epochs saved every 20 steps with nothing deleted: 1,884 checkpoints of a 4B model
+    lines, problems = checkpoint_plan(_plan_args(), _trainer_args(), "Qwen/Qwen3-4B-Base")
+    assert "1884 saves (max_steps 37680 / save_steps 20), at most 1884 kept at once" in lines[0]
+    assert "~75 TB" in lines[0] and "1884 candidates x (aime25 x 32)" in lines[0]
+    assert len(problems) == 1 and f"bound {CHECKPOINT_BOUNDS['disk_tb']:g} TB" in problems[0]
+    assert "1884 checkpoints to evaluate" in problems[0] and "allow_large_checkpoint_plan" in problems[0]
+    lines, problems = checkpoint_plan(_plan_args(allow_large_checkpoint_plan=True), _trainer_args(), "x/Model-4B")
+    assert problems == [] and "allowed by allow_large_checkpoint_plan" in lines[0]
+    # save_total_limit alone deletes the rule's candidates: refused by recipe_problems
+    _, problems = recipe_problems(_plan_args(), _trainer_args(save_total_limit=2), model="Qwen/Qwen3-4B-Base")
+    assert any("save_total_limit is 2" in p and "validate during training by the rule" in p for p in problems)
+    # validating during training by the rule keeps the best: 3 checkpoints at once, within the bounds
+    validated = _plan_args(eval_tasks=["aime25"], eval_every_steps=20)
+    lines, problems = recipe_problems(validated, _trainer_args(save_total_limit=2), model="Qwen/Qwen3-4B-Base")
+    text = " ".join(lines)
+    assert problems == [] and "at most 3 kept at once (save_total_limit 2 + the best)" in text
+    assert "1884 validations x 8 samples per problem of aime25" in text
+
+
+def test_in_training_validation_records_the_best_step_and_rotation_keeps_it(tmp_path):
+    from transformers.trainer_utils import rotate_checkpoints
+
+    from healtrl.eval_callback import PeriodicEvalCallback
+    from healtrl.recipes import parse_best_checkpoint
+
+    rule = parse_best_checkpoint(AER_RULE)
+    callback = PeriodicEvalCallback(["aime25"], k=4, every_n_steps=20, best_rule=rule)
+    state = types.SimpleNamespace(global_step=0, best_metric=None, best_global_step=None)
+    for step, correct in ((20, [1, 0]), (40, [4, 2]), (60, [3, 1]), (80, [4, 2])):  # best at 40 (ties: earliest)
+        state.global_step = step
+        record = types.SimpleNamespace(correct=correct, k=4)
+        callback._track_best(state, types.SimpleNamespace(tasks={"aime25": record}))
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    assert state.best_global_step == 40 and state.best_metric == pytest.approx(6 / 8)
+    rotate_checkpoints(str(tmp_path), save_total_limit=2, best_model_checkpoint=str(tmp_path / "checkpoint-40"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-40", "checkpoint-80"]
+
+
+def test_aer_recipes_validate_during_training_at_the_papers_interval():
+    from pathlib import Path
+
+    from healtrl.cli._checks import _DryRun
+    from healtrl.cli.config import resolve
+    from healtrl.cli.dry_run import _environment_adjust
+    from healtrl.recipes import validation_keeps_best
+
+    for path in sorted((Path(__file__).resolve().parent.parent / "configs").glob("aer_*qwen3*.yaml")):
+        resolved = resolve(["--config", str(path)], adjust=_environment_adjust(_DryRun()))  # no GPU here
+        script, args = resolved.script_args, resolved.trainer_args
+        assert script.eval_tasks == ["aime25"] and script.eval_every_steps == 20, path.name
+        assert args.save_total_limit and validation_keeps_best(script, args), path.name

@@ -129,6 +129,35 @@ def test_shipped_config_passes_the_dry_run(path, no_network, keep_environ, capsy
     assert data, out
     for text in data:
         assert "columns are present" in text or "dataset mapping not checked: Hub-only" in text, text
+    # A config that is another method at its settings says so in its header, and only such a config draws the warning.
+    warned = any(label == "equivalent" for label, _ in entries)
+    assert warned == ("# Equivalent:" in path.read_text()), (
+        f"{path.name}: dry-run equivalence warning {warned}, header disagrees"
+    )
+
+
+def test_on_policy_clip_higher_and_kl_cov_are_named_as_grpo(no_network, capsys):
+    """One update per rollout batch: Clip-Higher's epsilon_high and KL-Cov's penalty do nothing (warned, not
+    refused); with two updates per rollout batch the warning goes away."""
+    clip = [
+        "--config",
+        str(REPO / "configs/heal_baseline_clip_higher_qwen3_1.7b_medicine.yaml"),
+        "--num_processes",
+        "8",
+    ]
+    code, out, _ = run(clip, capsys)
+    warning = " ".join(text for label, text in report_entries(out) if label == "equivalent")
+    assert code == 0 and "this run is GRPO: Clip-Higher's epsilon_high 0.28 != epsilon 0.2" in warning
+    assert "gradient_accumulation_steps 8 is a multiple of steps_per_generation 8 x num_iterations 1" in warning
+    code, out, _ = run([*clip, "--steps_per_generation", "16"], capsys)
+    assert code == 0 and "equivalent:" not in out and "serves 2 optimizer steps" in " ".join(out.split())
+    code, out, _ = run([*clip, "--epsilon_high", "0.2"], capsys)  # plain GRPO's clip: nothing to warn about
+    assert code == 0 and "equivalent:" not in out
+    kl = ["--config", str(REPO / "configs/baseline_kl_cov_toy.yaml"), "--num_iterations", "1"]
+    code, out, _ = run(kl, capsys)
+    assert code == 0 and "this run is GRPO: entropy_method kl_cov: its penalty |logp - logp_old|" in " ".join(
+        out.split()
+    )
 
 
 def test_dry_run_cli_entry_points(no_network, capsys):
@@ -303,7 +332,7 @@ def test_num_target_is_the_few_shot_size(tmp_path):
 # ----------------------------------------------------------------------------------------------------------------
 TRAINER_NEUTRAL = ("healtrl/cli/dry_run.py", "healtrl/cli/_checks.py")
 # What the registry offers the command line: using these is how the dry run learns about a trainer.
-REGISTRY_API = {"TRAINERS", "get_trainer_classes", "added_datasets", "method_fields"}
+REGISTRY_API = {"TRAINERS", "get_trainer_classes", "added_datasets", "method_fields", "on_policy_inert"}
 # Methods by the names the papers and the docs use (registry keys and entropy baselines are read from the code).
 METHOD_DISPLAY_NAMES = ("HEAL", "AER", "PosAdv", "OPEFO", "Clip-Cov", "KL-Cov", "Entropy-Adv")
 

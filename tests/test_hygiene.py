@@ -109,7 +109,7 @@ def test_dry_run_refuses_evaluation_rows(capsys):
     assert train_main([*overlapping_run(), "--dry_run"]) == 2
     captured = capsys.readouterr()
     assert "the train data is task 'toy-add' split 'test', the split eval_tasks evaluates" in captured.err
-    assert "'toy-add' split 'test': 20 of its 20 rows are training prompts" in captured.err
+    assert "'toy-add' split 'test': 20 of its 20 rows (named by eval_tasks) are training questions" in captured.err
     assert train_main([*overlapping_run("--allow_eval_overlap", "true"), "--dry_run"]) == 0
     assert "allowed: allow_eval_overlap is true" in capsys.readouterr().out
     assert train_main(["--config", TOY, "--eval_tasks", "toy-add", "--dry_run"]) == 0
@@ -122,7 +122,10 @@ def test_toy_data_with_another_seed_holds_the_toy_tasks_test_problems(capsys):
     fixed (seed 0); with seed 42 most of toy-add's test problems are training rows."""
     argv = ["--config", TOY, "--eval_tasks", "toy-add", "--dataset_seed", "42", "--dry_run"]
     assert train_main(argv) == 2
-    assert "'toy-add' split 'test': 17 of its 20 rows are training prompts" in capsys.readouterr().err
+    assert (
+        "'toy-add' split 'test': 17 of its 20 rows (named by eval_tasks) are training questions"
+        in capsys.readouterr().err
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- healtrl eval
@@ -219,3 +222,93 @@ def test_medicine_recipe_passes_the_dry_run_and_the_old_one_fails(capsys):
                "--num_processes", "8"]  # fmt: skip
         assert train_main(bad) == 2
     assert "task 'medxpertqa' split 'test', the split eval_tasks evaluates" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------- near-duplicates
+def _medbullets_twins(folder, n=40):
+    """A MedBullets file holding every question twice, with 4 and with 5 options (what the Hub copy appears to hold,
+    issue #27), and a MedXpertQA file copied from the fixture."""
+    folder.mkdir()
+    lines = []
+    for i in range(n):
+        base = {"question": f"Question {i}: a {30 + i}-year-old patient presents with finding number {i * 7}.",
+                "opa": f"a{i}", "opb": f"b{i}", "opc": f"c{i}", "opd": f"d{i}", "ope": "", "answer_idx": "A"}  # fmt: skip
+        lines += [
+            json.dumps(base),
+            json.dumps({**base, "ope": f"e{i}", "opa": f"d{i}", "opd": f"a{i}", "answer_idx": "D"}),
+        ]
+    (folder / "medbullets.jsonl").write_text("\n".join(lines) + "\n")
+    shutil.copy(MEDICINE / "medxpertqa.jsonl", folder / "medxpertqa.jsonl")
+
+
+def test_medicine_split_keeps_4_and_5_option_twins_together(tmp_path):
+    from healtrl.hygiene import stem_key
+    from healtrl.tasks.multiple_choice import medicine_split
+
+    folder = tmp_path / "twins"
+    _medbullets_twins(folder)
+    train = load_task("medicine-medbullets", split="train", path=str(folder))
+    test = load_task("medicine-medbullets", split="test", path=str(folder))
+    assert len(train) + len(test) == 80 and len(test) > 0
+    assert {len(c) for c in test["choices"]} == {4, 5}  # both versions of each test question are in the test split
+    # the twins' prompts differ (the old, whole-prompt key told them apart) but their stems do not
+    assert len({prompt_key(p) for p in test["prompt"]}) == len(test)
+    assert {stem_key(p) for p in train["prompt"]}.isdisjoint(stem_key(p) for p in test["prompt"])
+    four, five = test["prompt"][0], test["prompt"][1]
+    assert stem_key(four) == stem_key(five) and prompt_key(four) != prompt_key(five)
+    assert medicine_split(four) == medicine_split(five)
+    # the hygiene check calls a twin the same question: a 5-option test question is refused against its 4-option twin
+    fours = rows([p for p, c in zip(test["prompt"], test["choices"]) if len(c) == 4])
+    fives = rows([p for p, c in zip(test["prompt"], test["choices"]) if len(c) == 5])
+    with pytest.raises(EvalOverlapError, match=rf"'medbullets' split 'test': {len(fives)} of its {len(fives)} rows"):
+        check_no_eval_overlap(fours, {("medbullets", "test"): fives})
+
+
+def test_near_duplicates_are_found_above_the_threshold_and_warned_about():
+    from healtrl.hygiene import NEAR_DUPLICATE_THRESHOLD, find_near_duplicates
+
+    long = "A train leaves the station at noon travelling at sixty miles per hour towards a city 300 miles away."
+    train = rows([long, "Completely unrelated question about the boiling point of water at sea level, in kelvin."])
+    evals = {
+        ("bench", "test"): rows([
+            long.replace("noon", "noon,"),  # one character added: near-duplicate
+            long.replace("sixty", "seventy").replace("300", "450").replace("city", "town"),  # edited: below 0.9
+            long,  # the same question: an overlap, not a near-duplicate
+            "Short one?",
+        ])
+    }  # fmt: skip
+    near = find_near_duplicates(train, evals)
+    assert [(n.name, n.count, n.total) for n in near] == [("bench", 1, 4)]
+    assert NEAR_DUPLICATE_THRESHOLD <= near[0].examples[0][0] < 1
+    assert find_near_duplicates(train, evals, threshold=0.5)[0].count == 2
+    with pytest.warns(UserWarning, match=r"near-duplicates .*'bench' split 'test': 1 of its 4 rows"):
+        with pytest.raises(EvalOverlapError, match="1 of its 4 rows"):
+            check_no_eval_overlap(train, evals)
+
+
+# ---------------------------------------------------------------------------------------------------- recipe benchmarks
+@pytest.mark.parametrize(
+    "recipe, named_by",
+    [
+        ({"paper_results": [{"benchmark": "toy-add", "metric": "avg@k", "k": 1, "value": 50.0}]}, "paper_results"),
+        ({"best_checkpoint": {"tasks": ["toy-add"], "metric": "avg@k"}, "save_strategy": "steps", "save_steps": 10},
+         "best_checkpoint.tasks"),
+    ],
+)  # fmt: skip
+def test_recipe_benchmarks_are_checked_before_training(recipe, named_by, tmp_path, capsys):
+    """A recipe whose paper_results benchmark or best_checkpoint task is the training split is refused by the dry run
+    and by train.py before training, though eval_tasks is empty."""
+    import yaml
+
+    config = yaml.safe_load(Path(TOY).read_text())
+    config.update(dataset_name="task:toy-add", dataset_train_split="test", eval_tasks=[], **recipe)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert train_main(["--config", str(path), "--dry_run"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"task 'toy-add' split 'test', the split {named_by} evaluates: every training row" in err
+    with pytest.raises(EvalOverlapError, match=r"'toy-add' split 'test': 20 of its 20 rows"):
+        check_training_run(resolve(["--config", str(path)]))
+    # the training split, disjoint from the evaluated one: clean
+    clean = resolve(["--config", str(path), "--dataset_train_split", "train"])
+    assert check_training_run(clean) == []

@@ -223,3 +223,145 @@ def test_comparison_usage_errors(tmp_path, capsys):
     bad.write_text(yaml.safe_dump({"paper_results": [{"benchmark": "toy-add", "metric": "avg@k", "value": 5}]}))
     assert main(["eval", "--model", "healtrl-toy/qwen2-add", "--compare_paper", str(bad)]) == 2
     assert "bad.yaml: paper_results[0] has metric 'avg@k' but no k" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The paper's numbers belong to a model and training data (issue #27 item 2)
+# ----------------------------------------------------------------------------------------------------------------
+def test_paper_rows_are_selected_by_the_runs_model_and_data():
+    from healtrl.recipes import PaperRowMismatch, select_paper_rows
+
+    protocol = parse_paper_protocol({**AER_PROTOCOL, "model": "Qwen/Qwen3-4B-Base", "dataset": "task:deepscaler"})
+    paper = parse_paper_results(
+        [*AER_RESULTS, {**AER_RESULTS[0], "value": 31.4, "model": "Qwen/Qwen3-8B-Base", "table": "8B row"}], protocol
+    )
+    assert [(r.model, r.dataset) for r in paper] == [("Qwen/Qwen3-4B-Base", "task:deepscaler")] * 2 + [
+        ("Qwen/Qwen3-8B-Base", "task:deepscaler")
+    ]
+    four = {"model": "Qwen/Qwen3-4B-Base", "dataset": "task:deepscaler"}
+    assert [r.value for r in select_paper_rows(paper, four)] == [22.1, 48.9]
+    assert [r.value for r in select_paper_rows(paper, {**four, "model": "Qwen/Qwen3-8B-Base"})] == [31.4]
+    assert len(select_paper_rows(paper, None)) == 3  # not a run folder: nothing to check against
+    other = {"model": "Qwen/Qwen3-4B-Base", "dataset": "task:webinstruct-physics"}
+    with pytest.raises(PaperRowMismatch) as info:
+        select_paper_rows(paper, other)
+    message = str(info.value)
+    assert "training data task:webinstruct-physics" in message and "training data task:deepscaler" in message
+    assert "--compare_anyway" in message
+    forced = select_paper_rows(paper, other, allow_mismatch=True)
+    rows = compare_with_paper(forced, protocol, [results_json({"aime25": [1, 0]}, k=32)], run=other)
+    assert all("dataset task:webinstruct-physics vs the paper's task:deepscaler" in r["mismatches"] for r in rows)
+    # the same number for two models is two entries, not a repeat
+    with pytest.raises(ValueError, match="repeats pass@1 on aime25"):
+        parse_paper_results([AER_RESULTS[0], {**AER_RESULTS[0], "value": 1.0}], protocol)
+
+
+def test_healtrl_eval_refuses_another_models_numbers_unless_asked(toy_run, tmp_path, capsys):
+    recipe = tmp_path / "recipe.yaml"
+    paper = {**PAPER, "paper_protocol": {**PAPER["paper_protocol"], "model": "Qwen/Qwen3-4B-Base"}}
+    recipe.write_text(yaml.safe_dump(paper))
+    args = ["eval", "--model", str(toy_run), "--compare_paper", str(recipe), "--num_samples", "4", "--no_progress"]
+    assert main([*args, "--output_dir", str(tmp_path / "refused")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the run's model healtrl-toy/qwen2-add and training data healtrl-toy/add" in err
+    assert "model Qwen/Qwen3-4B-Base, training data not stated" in err
+    assert not (tmp_path / "refused").exists()  # refused before evaluating
+    assert main([*args, "--output_dir", str(tmp_path / "forced"), "--compare_anyway"]) == 0
+    table = (tmp_path / "forced" / "paper_comparison.md").read_text()
+    assert "- Paper's model and training data: Qwen/Qwen3-4B-Base, not stated" in table
+    assert "- Yours: healtrl-toy/qwen2-add, healtrl-toy/add" in table
+    assert table.count("model healtrl-toy/qwen2-add vs the paper's Qwen/Qwen3-4B-Base") == 2
+
+
+def test_every_promised_model_row_is_in_the_configs():
+    """Headers that promise another model's row by an override carry that row's numbers, tied to that model."""
+    from pathlib import Path
+
+    configs = Path(__file__).resolve().parent.parent / "configs"
+    for path in sorted(configs.glob("*.yaml")):
+        text = path.read_text()
+        config = yaml.safe_load(text)
+        if "paper_results" not in config:
+            continue
+        protocol = parse_paper_protocol(config["paper_protocol"])
+        assert protocol.model == config["model_name_or_path"] and protocol.dataset == config["dataset_name"], path.name
+        models = ("Qwen/Qwen3-8B-Base", "Qwen/Qwen3-4B-Base", "meta-llama/Llama-3.2-3B-Instruct")
+        promised = {m for m in models if m in text.split("\ntrainer:")[0]}  # the header names the model
+        promised.discard(config["model_name_or_path"])
+        rows = {r.model for r in parse_paper_results(config["paper_results"], protocol)}
+        assert promised <= rows, f"{path.name} promises {promised - rows} but has no numbers for it"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Settings the paper does not state: null, with our choice in `ours` (issue #27 item 5)
+# ----------------------------------------------------------------------------------------------------------------
+def test_ours_holds_only_what_the_paper_leaves_unstated():
+    protocol = parse_paper_protocol({"k": 4, "max_new_tokens": None, "ours": {"max_new_tokens": 3000}})
+    assert protocol.value("max_new_tokens") == 3000 and protocol.value("temperature") is None
+    with pytest.raises(ValueError, match="ours.max_new_tokens is set but the paper states max_new_tokens"):
+        parse_paper_protocol({"max_new_tokens": 4096, "ours": {"max_new_tokens": 3000}})
+    with pytest.raises(ValueError, match="ours.seed: ours holds only"):
+        parse_paper_protocol({"ours": {"seed": 1}})
+    with pytest.raises(ValueError, match="top_p must be a number in"):
+        parse_paper_protocol({"ours": {"top_p": 2.0}})
+    paper = parse_paper_results([{"benchmark": "aime24", "metric": "avg@k", "value": 40.0, "table": "T"}], protocol)
+    mine = results_json({"aime24": [1, 2, 0, 3]}, k=4, max_new_tokens=3000)
+    rows = compare_with_paper(paper, protocol, [mine])
+    assert "max_new_tokens not stated by the paper (ours: 3000)" in rows[0]["mismatches"]  # flagged, never "same"
+    table = render_comparison(rows, protocol, [mine])
+    assert (
+        "- Paper protocol: k=4, temperature=not stated, top_p=not stated, max_new_tokens=not stated (ours: 3000)"
+        in (table)
+    )
+
+
+def test_healtrl_eval_decodes_with_ours_where_the_paper_is_silent(toy_run, tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    protocol = {**PAPER["paper_protocol"], "max_new_tokens": None, "ours": {"max_new_tokens": 3}}
+    recipe.write_text(yaml.safe_dump({**PAPER, "paper_protocol": protocol}))
+    out = tmp_path / "eval"
+    args = ["eval", "--model", str(toy_run), "--compare_paper", str(recipe), "--num_samples", "2", "--no_progress"]
+    assert main([*args, "--output_dir", str(out)]) == 0
+    assert json.loads((out / "results.json").read_text())["settings"]["max_new_tokens"] == 3
+    assert "max_new_tokens not stated by the paper (ours: 3)" in (out / "paper_comparison.md").read_text()
+
+
+def test_ablation_rows_are_selected_by_their_settings():
+    """OPEFO's Table 2 ablations are overrides of its config: each is compared only with its own numbers."""
+    from pathlib import Path
+
+    from healtrl.recipes import PaperRowMismatch, select_paper_rows
+
+    config = yaml.safe_load((Path(__file__).resolve().parent.parent / "configs/opefo_qwen25_math_7b.yaml").read_text())
+    protocol = parse_paper_protocol(config["paper_protocol"])
+    paper = parse_paper_results(config["paper_results"], protocol)
+    run = {"model": config["model_name_or_path"], "dataset": config["dataset_name"], "settings": config}
+    assert {r.table for r in select_paper_rows(paper, run)} == {"opefo.txt Table 1, Qwen2.5-Math-7B, OPEFO"}
+    static = {**run, "settings": {**config, "lambda_mode": "static"}}
+    assert {r.table for r in select_paper_rows(paper, static)} == {"opefo.txt Table 2, Static Scaling"}
+    plus = {**run, "settings": {**config, "balance_sides": "pos"}}
+    assert [r.value for r in select_paper_rows(paper, plus)][:2] == [32.8, 18.2]
+    with pytest.raises(PaperRowMismatch, match="static_lambda 0.002 vs the paper's 0.001"):
+        select_paper_rows(paper, {**run, "settings": {**config, "lambda_mode": "static", "static_lambda": 0.002}})
+    with pytest.raises(ValueError, match=r"paper_protocol.settings.lambda_mode must be a single value"):
+        parse_paper_protocol({"settings": {"lambda_mode": ["static"]}})
+
+
+def test_posadv_clipping_rows_follow_the_clip_range(capsys):
+    """PosAdv's Clip-Lower / Clip-Tighter / Clip-Free rows are overrides of its Clip-Higher config: the dry run counts
+    the numbers of the overridden clip range, and the selection returns that row only."""
+    from pathlib import Path
+
+    from healtrl.cli import train_main
+    from healtrl.recipes import select_paper_rows
+
+    path = Path(__file__).resolve().parent.parent / "configs/posadv_baseline_clip_higher_qwen25_math_7b_dapo.yaml"
+    config = yaml.safe_load(path.read_text())
+    paper = parse_paper_results(config["paper_results"], parse_paper_protocol(config["paper_protocol"]))
+    run = {"model": config["model_name_or_path"], "dataset": config["dataset_name"], "settings": config}
+    tighter = {**run, "settings": {**config, "epsilon": 0.12, "epsilon_high": 0.2}}
+    assert {r.table.split(", ")[-1] for r in select_paper_rows(paper, tighter)} == {"+ Clip-Tighter"}
+    assert {r.table.split(", ")[-1] for r in select_paper_rows(paper, run)} == {"+ Clip-Higher"}
+    argv = ["--config", str(path), "--dry_run", "--num_processes", "8", "--epsilon", "1e4", "--epsilon_high", "1e4"]
+    assert train_main(argv) == 0
+    assert "10 numbers for this model, training data and settings" in " ".join(capsys.readouterr().out.split())

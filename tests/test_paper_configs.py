@@ -20,7 +20,7 @@ PAPER_CONFIGS = sorted(
 
 
 def test_every_paper_config_is_listed():
-    assert len(PAPER_CONFIGS) == 38  # 7 AER, 11 HEAL, 8 OPEFO, 12 PosAdv
+    assert len(PAPER_CONFIGS) == 51  # 10 AER, 21 HEAL, 8 OPEFO, 12 PosAdv
 
 
 @pytest.mark.parametrize("path", PAPER_CONFIGS, ids=lambda p: p.stem)
@@ -29,9 +29,11 @@ def test_paper_config_states_data_budget_rule_and_numbers(path):
     config = yaml.safe_load(text)
     # Data: a dataset and rewards.
     assert config.get("dataset_name") and config.get("reward_funcs"), "data"
-    # Budget: a length and the reason for it, next to it.
-    assert "max_steps" in config or "num_train_epochs" in config
+    # Budget: a fixed number of optimizer steps (epochs converted), and the reason and the arithmetic next to it.
+    assert isinstance(config.get("max_steps"), int) and config["max_steps"] > 0 and "num_train_epochs" not in config
     assert "# Budget:" in text, "a '# Budget:' comment says why the run has this length"
+    budget = text[text.index("# Budget:") :].split("\nmax_steps:")[0]
+    assert f"{config['max_steps']:,}" in budget or str(config["max_steps"]) in budget, "the header states the steps"
     # The paper's numbers, with the protocol they were measured under.
     protocol = parse_paper_protocol(config.get("paper_protocol"))
     results = parse_paper_results(config.get("paper_results"), protocol)
@@ -83,3 +85,41 @@ def test_heal_table_runs_have_the_same_budget_and_batch():
             assert config["train_repeats"] == "auto"
         if any(m in path.name for m in ("80_20", "clip_higher", "entropy_loss", "kl_cov")):  # Table 7: target + general
             assert config["general_dataset_name"].endswith("/selected")
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in PAPER_CONFIGS if p.name.startswith(("opefo_", "posadv_"))], ids=lambda p: p.stem
+)
+def test_settings_the_paper_does_not_state_are_ours(path):
+    """OPEFO and PosAdv state no evaluation length: null in paper_protocol, our choice (the training length) in
+    `ours`; their headers attribute the rollout temperature (and PosAdv's top-p) to us, not to the paper."""
+    text = path.read_text()
+    config = yaml.safe_load(text)
+    protocol = parse_paper_protocol(config["paper_protocol"])
+    assert protocol.max_new_tokens is None and protocol.ours == {"max_new_tokens": config["max_completion_length"]}
+    setup = " ".join(line.lstrip("# ") for line in text.split("\n# Check:")[0].splitlines())
+    assert "Not stated" in setup and "chosen here: the rollout temperature" in setup
+    assert "no KL, temperature 1.0" not in setup and "temperature 1, top-p 1, AdamW" not in setup
+
+
+def test_humaneval_plus_is_evaluated_with_evalplus_length():
+    """HumanEval+ follows EvalPlus (greedy, 768 new tokens): the code recipe's command and healtrl.tasks.code agree."""
+    import re
+
+    import healtrl.tasks.code as code
+
+    commands = [
+        line for line in (CONFIGS / "heal_qwen3_1.7b_code.yaml").read_text().splitlines() if "humanevalplus" in line
+    ]
+    lengths = {int(m) for line in commands for m in re.findall(r"--max_new_tokens (\d+)", line)}
+    assert lengths == {768} and "--max_new_tokens 768" in code.__doc__
+
+
+def test_readme_recipes_table_states_costs_and_that_nothing_ran_on_a_gpu():
+    readme = (CONFIGS.parent / "README.md").read_text()
+    assert "No recipe has run on a GPU yet" in readme
+    header = next(line for line in readme.splitlines() if line.startswith("| paper | configs |"))
+    assert "cost per run (GPU-hours)" in header
+    prefixes = ("| HEAL (heal.txt)", "| AER (aer.txt)", "| Pos-Adv-Reweight (posadv.txt)", "| OPEFO (opefo.txt)")
+    rows = [line for line in readme.splitlines() if line.startswith(prefixes)]
+    assert len(rows) == 4 and all("our estimate" in row for row in rows)  # no paper states its GPU-hours

@@ -24,9 +24,9 @@ With `eval_tasks` set, `healtrl.evaluation.PeriodicEvalCallback` evaluates the p
 `eval_every_steps` steps and logs `eval/<task>/avg@k` and `eval/<task>/pass@j` with the training metrics.
 
 Data hygiene (`healtrl.hygiene`): before training, the prompts of the evaluation data (`eval_tasks` with
-`eval_split`, and the evaluation dataset) are compared with the training prompts by a normalised prompt hash; a run
-whose training data holds evaluation rows is refused, naming the task, split and count (`allow_eval_overlap: true`
-overrides). `healtrl eval --model <run folder>` makes the same check against the run's `config.yaml`.
+`eval_split`, and the evaluation dataset) are compared with the training prompts by their normalised question stem
+(options left out); a run whose training data holds evaluation questions is refused, naming the task, split and count
+(`allow_eval_overlap: true` overrides); near-duplicates (character 5-gram similarity) are warned about. `healtrl eval --model <run folder>` makes the same check against the run's `config.yaml`.
 
 `train_repeats` (N or `auto`) fills fixed-size prompt batches from a small training set by seeded copies of its rows,
 read in order (`healtrl.data.repeat_rows`, `apply_train_repeats`): few-shot baselines then run the same number of

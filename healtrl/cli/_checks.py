@@ -174,7 +174,7 @@ def _task_local_sample(task: str) -> str | None:
     folder = Path(__file__).resolve().parents[2] / "tests" / "data" / "tasks"
     if not folder.is_dir():
         return None
-    stem = task.replace("-", "_")
+    stem = task.split("@", 1)[0].replace("-", "_")  # a format variant (`aime24@answer_line`) reads its base sample
     # Files, and folders for tasks that combine sources (`medicine/` holds medbullets.jsonl and medxpertqa.jsonl).
     files = sorted(p for p in folder.iterdir() if p.is_file() or p.is_dir())
     exact = [p for p in files if p.stem == stem]

@@ -91,7 +91,8 @@ def _environment_adjust(report: _DryRun):
     return adjust
 
 
-def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, rows=None) -> None:
+def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, rows=None) -> int | None:
+    """The batch line and the length line; returns steps_per_generation (None when the geometry is invalid)."""
     args = resolved.trainer_args
     n, per_device, accumulation = num_processes, args.per_device_train_batch_size, args.gradient_accumulation_steps
     g = args.num_generations
@@ -102,7 +103,7 @@ def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, row
                 f"generation_batch_size ({args.generation_batch_size}) must be divisible by per_device_train_batch_size "
                 f"x processes ({per_device} x {n} = {global_batch})."
             )
-            return
+            return None
         steps_per_generation = args.generation_batch_size // global_batch
     else:
         steps_per_generation = args.steps_per_generation
@@ -113,7 +114,7 @@ def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, row
             f"{steps_per_generation} = {rollout} completions is not divisible by num_generations ({g}); change "
             "per_device_train_batch_size, steps_per_generation or num_generations (or --num_processes)."
         )
-        return
+        return None
     per_step = per_device * n * accumulation
     updates = steps_per_generation * args.num_iterations / accumulation
     report.add(
@@ -132,6 +133,43 @@ def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, row
                 f"the evaluation generations ({g_eval})."
             )
     _report_length(resolved, report, rollout // g, updates, rows or {})
+    return steps_per_generation
+
+
+def on_policy_equivalences(resolved: ResolvedConfig, steps_per_generation: int) -> list[str]:
+    """Warnings for settings that do nothing at this config's batch geometry, each naming the fields.
+
+    With one update per rollout batch (`gradient_accumulation_steps` a multiple of `steps_per_generation` x
+    `num_iterations`: TRL runs no old-log-prob pass and uses logp_old = logp.detach()), the importance ratio is 1 at
+    every update. Then the clip range never acts (Clip-Higher's `epsilon_high` != `epsilon`, or TRL's two-sided `delta`:
+    the run is GRPO), and a trainer's settings listed by `healtrl.trainers.on_policy_inert` do nothing (e.g. a
+    penalty on |logp - logp_old|).
+    """
+    args = resolved.trainer_args
+    accumulation, iterations = args.gradient_accumulation_steps, args.num_iterations
+    per_batch = steps_per_generation * iterations
+    if accumulation % per_batch:
+        return []
+    why = (
+        f"one update per rollout batch (gradient_accumulation_steps {accumulation} is a multiple of "
+        f"steps_per_generation {steps_per_generation} x num_iterations {iterations}), so logp_old = logp and the "
+        "ratio is 1 at every update"
+    )
+    fix = "; raise steps_per_generation (or num_iterations) for more than one update per rollout batch"
+    out = []
+    epsilon, epsilon_high = args.epsilon, getattr(args, "epsilon_high", None)
+    if epsilon_high is not None and epsilon_high != epsilon:
+        out.append(
+            f"this run is GRPO: Clip-Higher's epsilon_high {epsilon_high:g} != epsilon {epsilon:g} has no effect with "
+            f"{why}: the clip never acts{fix}."
+        )
+    if getattr(args, "delta", None) is not None:
+        out.append(f"delta {args.delta:g} (two-sided clipping) has no effect with {why}{fix}.")
+    from healtrl.trainers import on_policy_inert
+
+    for setting in on_policy_inert(args):  # the trainer's own settings, from the registry
+        out.append(f"this run is GRPO: {setting} with {why}{fix}.")
+    return out
 
 
 def _report_length(resolved: ResolvedConfig, report: _DryRun, prompts_per_batch: int, updates: float, rows) -> None:
@@ -206,18 +244,21 @@ def _report_length(resolved: ResolvedConfig, report: _DryRun, prompts_per_batch:
 
 
 def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> None:
-    """Data hygiene in the dry run: a training dataset that is an evaluated task's evaluated split is refused
-    outright; otherwise the prompts are compared (`healtrl.hygiene`) on whatever data is local (toy, local files,
+    """Data hygiene in the dry run: the evaluated tasks are `eval_tasks` and the recipe's `best_checkpoint.tasks` and
+    `paper_results` benchmarks (`run_hygiene.evaluated_tasks`); a training dataset that is an evaluated task's
+    evaluated split is refused outright; otherwise the prompts are compared (`healtrl.hygiene`) on whatever data is local (toy, local files,
     offline tasks, the tasks' local samples); Hub data is compared when the run starts."""
     from healtrl.data import TASK_DATASET_PREFIX, is_toy_dataset, load_train_dataset
-    from healtrl.hygiene import find_overlaps
-    from healtrl.tasks import get_task
+    from healtrl.hygiene import find_near_duplicates, find_overlaps, near_duplicate_message
+
+    from .run_hygiene import evaluated_tasks
 
     script_args, args = resolved.script_args, resolved.trainer_args
-    evaluated = [(task, script_args.eval_split or get_task(task).split) for task in script_args.eval_tasks]
+    named_by = evaluated_tasks(script_args)  # eval_tasks, best_checkpoint.tasks, paper_results
+    evaluated = list(named_by)
     has_eval_dataset = str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no"
     if not evaluated and not has_eval_dataset:
-        report.add("hygiene", "no evaluation during training (healtrl eval on the run folder checks its tasks)")
+        report.add("hygiene", "no evaluation task (eval_tasks, best_checkpoint, paper_results) and no eval dataset")
         return
     allow = script_args.allow_eval_overlap
     findings, unchecked, train_sets, how = [], [], [], set()
@@ -228,9 +269,10 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
         task = name[len(TASK_DATASET_PREFIX) :] if name.startswith(TASK_DATASET_PREFIX) else None
         for eval_task, eval_split in evaluated:
             if task == eval_task and split == eval_split:
+                names = named_by[(eval_task, eval_split)]
                 findings.append(
-                    f"the {role} data is task '{task}' split '{split}', the split eval_tasks evaluates: every "
-                    "training row is an evaluation row"
+                    f"the {role} data is task '{task}' split '{split}', the split {' and '.join(names)} "
+                    f"evaluate{'s' if len(names) == 1 else ''}: every training row is an evaluation row"
                 )
         try:
             if task is not None:
@@ -244,24 +286,40 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
         if data is None:
             unchecked.append(source)
         else:
-            train_sets.append(data)
+            train_sets.append((data, _one_file_sample(task)))
             how.add(source)
     eval_sets = {}
     for task, split in evaluated:
         try:
-            data, source = _local_task_data(task, script_args.eval_split)
+            data, source = _local_task_data(task, split)
         except Exception as exc:
             data, source = None, f"task '{task}' could not be read ({type(exc).__name__})"
         if data is None:
             unchecked.append(source)
         else:
-            eval_sets[(task, split)] = data
+            eval_sets[(task, split)] = (data, _one_file_sample(task))
             how.add(source)
     if has_eval_dataset:
         unchecked.append("the evaluation dataset (compared when the run starts)")
-    if train_sets and eval_sets:
-        where = " (on local data)" if unchecked else ""
-        findings += [f"{o.describe()} are training prompts{where}" for o in find_overlaps(train_sets, eval_sets)]
+    where = " (on local data)" if unchecked else ""
+    near = []
+    for (task, split), (data, sample) in eval_sets.items():
+        # A local sample is one file that stands for every split of its task (and for tasks sharing its source): two
+        # sets read from the same file offline share rows, which says nothing about the Hub data.
+        against = [d for d, other in train_sets if sample is None or other != sample]
+        if len(against) < len(train_sets):
+            unchecked.append(
+                f"task '{task}' split '{split}' against training data read from the same local sample file"
+            )
+        if not against:
+            continue
+        findings += [
+            f"{o.describe()} (named by {', '.join(named_by[(o.name, o.split)])}) are training questions{where}"
+            for o in find_overlaps(against, {(task, split): data})
+        ]
+        near += find_near_duplicates(against, {(task, split): data})
+    if near:
+        report.add("near-duplicates", near_duplicate_message(near))
     if findings:
         text = "evaluation rows in the training data: " + "; ".join(findings)
         if allow:
@@ -279,10 +337,24 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
     report.add(
         "hygiene",
         "; ".join(t for t in (checked, rest) if t)
-        + " (normalised prompt hash, healtrl.hygiene"
+        + " (normalised question stem, options left out; near-duplicates by character 5-grams; healtrl.hygiene"
         + (", allow_eval_overlap true" if allow else "")
         + ")",
     )
+
+
+def _one_file_sample(task: str | None) -> str | None:
+    """The local sample file `task` reads offline for every split (tasks drawn from one source, e.g. LiveCodeBench's
+    releases, may share it); None otherwise (a folder such as Medicine's splits the rows itself)."""
+    from ._checks import _task_local_sample
+
+    if task is None:
+        return None
+    try:
+        path = _task_local_sample(task)
+    except Exception:
+        return None
+    return path if path is not None and os.path.isfile(path) else None
 
 
 def _dry_run_resume(args, report: _DryRun) -> None:
@@ -394,7 +466,10 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
                 report.problems.append(f"{role} dataset: {exc}")
         report.add(label, text)
 
-    _geometry(resolved, num_processes, report, rows)
+    steps_per_generation = _geometry(resolved, num_processes, report, rows)
+    if steps_per_generation is not None:
+        for warning in on_policy_equivalences(resolved, steps_per_generation):
+            report.add("equivalent", f"warning: {warning}")
     _dry_run_hygiene(resolved, report, seed)
     use_vllm = report.replaced.get("use_vllm", args.use_vllm)
     generation = f"vLLM ({_plain(args.vllm_mode)} mode)" if use_vllm else "transformers generate"
@@ -424,7 +499,8 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
         )
     from healtrl.recipes import recipe_problems
 
-    recipe_lines, recipe_issues = recipe_problems(script_args, args)  # the fields were validated by ScriptArguments
+    # the fields were validated by ScriptArguments
+    recipe_lines, recipe_issues = recipe_problems(script_args, args, model=model_args.model_name_or_path)
     for line in recipe_lines:
         label, _, text = line.partition(": ")
         report.add(label, text)

@@ -109,6 +109,12 @@ def _build_parser(prog: str) -> RaisingParser:
         help="Comma-separated results.json files of earlier `healtrl eval` runs: write the paper comparison from them "
         "without evaluating (needs --compare_paper or a run's config).",
     )
+    recipe.add_argument(
+        "--compare_anyway",
+        action="store_true",
+        help="Compare with the paper's numbers even though the run's model or training data (its config.yaml) is not "
+        "the one they belong to (paper_results / paper_protocol model and dataset); every such row is marked ⚠.",
+    )
     recipe.add_argument("--metric", default=None, help="Rule metric: avg@k, pass@k or pass@<j> (--checkpoints).")
     recipe.add_argument("--reduce", default=None, help="Rule reduction over tasks: mean (--checkpoints).")
     recipe.add_argument(
@@ -188,9 +194,24 @@ def eval_main(argv: list[str] | None = None, prog: str = "healtrl eval") -> int:
     return _model_main(args, prog)
 
 
+def _run_identity(model: str | None) -> dict[str, Any] | None:
+    """`{"model", "dataset"}` of the `train.py` run a model folder belongs to (its config.yaml's model_name_or_path
+    and dataset_name); None when the model is not a run folder (a Hub id, a hand-saved model)."""
+    from healtrl import recipes
+
+    if model is None or not os.path.isdir(os.path.expanduser(str(model))):
+        return None
+    config, _ = recipes.run_config_for(os.path.expanduser(str(model)))
+    if not config:
+        return None
+    return {"model": config.get("model_name_or_path"), "dataset": config.get("dataset_name"), "settings": config}
+
+
 def _paper_recipe(args, model: str | None) -> tuple[list, Any, str | None]:
     """(paper_results, paper_protocol, config path) from --compare_paper, else from the config.yaml of the model's
-    run (a local run folder or one of its checkpoint-N folders); ([], None, None) when neither names any."""
+    run (a local run folder or one of its checkpoint-N folders); ([], None, None) when neither names any. The numbers
+    are those of the run's model and training data (`recipes.select_paper_rows`: a ValueError naming both when none
+    is, unless --compare_anyway)."""
     from healtrl import recipes
 
     if args.config is not None:
@@ -206,6 +227,9 @@ def _paper_recipe(args, model: str | None) -> tuple[list, Any, str | None]:
     try:
         protocol = recipes.parse_paper_protocol(config.get("paper_protocol"))
         results = recipes.parse_paper_results(config.get("paper_results"), protocol)
+        results = recipes.select_paper_rows(
+            results, _run_identity(model), allow_mismatch=bool(getattr(args, "compare_anyway", False))
+        )
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     return results, protocol, path
@@ -214,12 +238,13 @@ def _paper_recipe(args, model: str | None) -> tuple[list, Any, str | None]:
 def _write_comparison(output_dir: str, paper, protocol, results: Sequence[dict], model: str | None, source) -> str:
     from healtrl import recipes
 
-    rows = recipes.compare_with_paper(paper, protocol, results)
+    run = _run_identity(model)
+    rows = recipes.compare_with_paper(paper, protocol, results, run=run)
     title = "Your run vs the paper" + (f" ({os.path.basename(source)})" if source else "")
     os.makedirs(output_dir, exist_ok=True)
     md_path = os.path.join(output_dir, recipes.COMPARISON_MD)
     with open(md_path, "w") as f:
-        f.write(recipes.render_comparison(rows, protocol, results, title=title, model=model))
+        f.write(recipes.render_comparison(rows, protocol, results, title=title, model=model, run=run))
     with open(os.path.join(output_dir, recipes.COMPARISON_JSON), "w") as f:
         json.dump({"config": source, "protocol": asdict(protocol) if protocol else None, "rows": rows}, f, indent=2)
         f.write("\n")
@@ -264,8 +289,9 @@ def _model_main(args, prog: str) -> int:
                  f"time into separate --output_dir: {runs}, then `{prog} --compare_paper {source} --results "
                  "A/results.json,B/results.json`."]
             )  # fmt: skip
-        paper_settings = {"k": ks[0], "temperature": protocol and protocol.temperature,
-                          "top_p": protocol and protocol.top_p, "max_new_tokens": protocol and protocol.max_new_tokens}  # fmt: skip
+        # the paper's decoding where it states it, else the recipe's own choice (paper_protocol.ours)
+        paper_settings = {"k": ks[0], **{key: protocol and protocol.value(key)
+                                         for key in ("temperature", "top_p", "max_new_tokens")}}  # fmt: skip
         for name, value in paper_settings.items():
             if settings[name] is None and value is not None:
                 settings[name] = value

@@ -245,4 +245,13 @@ def periodic_eval_callback(script_args, trainer_args, trainer=None):
         batch_size=script_args.eval_batch_size,
         num_samples=script_args.eval_num_problems,
         split=script_args.eval_split,
+        best_rule=_best_rule_to_track(script_args),
     )
+
+
+def _best_rule_to_track(script_args):
+    """The best-checkpoint rule the periodic evaluation scores (so that save_total_limit keeps the best checkpoint),
+    when the run validates by it (`healtrl.recipes.validation_keeps_best`); else None."""
+    from healtrl.recipes import parse_best_checkpoint, validation_keeps_best
+
+    return parse_best_checkpoint(script_args.best_checkpoint) if validation_keeps_best(script_args) else None

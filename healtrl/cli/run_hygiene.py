@@ -35,17 +35,38 @@ def training_datasets(resolved, train_dataset=None) -> list:
     return out
 
 
+def evaluated_tasks(script_args) -> dict[tuple[str, str], list[str]]:
+    """`(task, split) -> the fields that name it` for every task the run is evaluated on, during or after training:
+    `eval_tasks` (at `eval_split`), the best-checkpoint rule's `best_checkpoint.tasks` (at its `split`) and the
+    benchmarks of `paper_results` (at each task's evaluation split, as `healtrl eval` scores them)."""
+    from healtrl.recipes import parse_best_checkpoint, parse_paper_protocol, parse_paper_results
+    from healtrl.tasks import get_task
+
+    out: dict[tuple[str, str], list[str]] = {}
+    for task in script_args.eval_tasks:
+        out.setdefault((task, script_args.eval_split or get_task(task).split), []).append("eval_tasks")
+    rule = parse_best_checkpoint(getattr(script_args, "best_checkpoint", None))
+    for task in rule.tasks if rule is not None else []:
+        out.setdefault((task, rule.split or get_task(task).split), []).append("best_checkpoint.tasks")
+    protocol = parse_paper_protocol(getattr(script_args, "paper_protocol", None))
+    for entry in parse_paper_results(getattr(script_args, "paper_results", None), protocol):
+        fields = out.setdefault((entry.benchmark, get_task(entry.benchmark).split), [])
+        if "paper_results" not in fields:
+            fields.append("paper_results")
+    return out
+
+
 def evaluation_sets(resolved, eval_dataset=None, task_paths: Mapping[str, str] | None = None) -> dict:
-    """`(name, split) -> dataset` of everything the run evaluates on: each of `eval_tasks` (its `eval_split`, whole)
-    and the trainer's evaluation dataset (when `eval_strategy` is not "no")."""
-    from healtrl.tasks import get_task, load_task
+    """`(name, split) -> dataset` of everything the run is evaluated on: every task of `evaluated_tasks` (eval_tasks,
+    best_checkpoint.tasks, paper_results; each split whole) and the trainer's evaluation dataset (when
+    `eval_strategy` is not "no")."""
+    from healtrl.tasks import load_task
 
     script_args = resolved.script_args
     out = {}
-    for task in script_args.eval_tasks:
-        split = script_args.eval_split or get_task(task).split
+    for task, split in evaluated_tasks(script_args):
         path = (task_paths or {}).get(task)
-        out[(task, split)] = load_task(task, split=script_args.eval_split, path=path)
+        out[(task, split)] = load_task(task, split=split, path=path)
     if eval_dataset is not None:
         name = script_args.eval_dataset_name or script_args.dataset_name
         out[(name, script_args.dataset_test_split)] = eval_dataset
@@ -54,7 +75,8 @@ def evaluation_sets(resolved, eval_dataset=None, task_paths: Mapping[str, str] |
 
 def check_training_run(resolved, train_dataset=None, eval_dataset=None) -> list[Overlap]:
     """The check `train.py` runs before training: `check_no_eval_overlap` of `training_datasets` against
-    `evaluation_sets`, overridden by the script argument `allow_eval_overlap`."""
+    `evaluation_sets` (eval_tasks, the recipe's best_checkpoint.tasks and paper_results benchmarks, the evaluation
+    dataset), overridden by the script argument `allow_eval_overlap`."""
     script_args = resolved.script_args
     evals = evaluation_sets(resolved, eval_dataset)
     if not evals:

@@ -53,7 +53,7 @@ class ScriptArguments:
             (TRL's shuffling stays on) and `"auto"` is refused. `None`: no repetition (TRL's behaviour).
         allow_eval_overlap (`bool`, *optional*, defaults to `False`):
             Train even though rows of the evaluation data (`eval_tasks` with `eval_split`, and the evaluation dataset)
-            appear in the training data (normalised prompt hash, `healtrl.hygiene`). Off: the run refuses, naming the
+            appear in the training data (normalised question stem, `healtrl.hygiene`). Off: the run refuses, naming the
             task, split and count. Set it only for deliberate cases (e.g. measuring memorisation).
         reward_funcs (`list[str]`, *optional*, defaults to `[]`):
             Reward functions by name: a key of `healtrl.data.REWARD_FUNCS` (e.g. `toy`) or a dotted import path
@@ -102,7 +102,12 @@ class ScriptArguments:
             eval` on a run of this recipe writes `paper_comparison.md`: your numbers, the paper's, the difference.
         paper_protocol (`dict`, *optional*):
             How the paper decoded `paper_results`: `k`, `temperature`, `top_p`, `max_new_tokens` (null: not stated
-            by the paper) and `source` (where it is stated). Mismatches with your evaluation are flagged.
+            by the paper), `ours` (healtrl's choice where the paper is silent), `source` (where it is stated), and
+            `model` / `dataset` (the row's model and training data). Mismatches with your evaluation are flagged.
+        allow_large_checkpoint_plan (`bool`, *optional*, defaults to `False`):
+            Accept a plan whose saved checkpoints exceed the dry run's bounds (`healtrl.recipes.CHECKPOINT_BOUNDS`:
+            the disk of the checkpoints kept at once, and the checkpoints `healtrl eval --checkpoints` would
+            evaluate). Off: `--dry_run` refuses such a plan, printing its cost.
     """
 
     dataset_name: str | None = field(
@@ -243,7 +248,14 @@ class ScriptArguments:
         default=None,
         metadata={
             "help": "The paper's decoding protocol of `paper_results`: {k, temperature, top_p, max_new_tokens, "
-            "source}; null values mean not stated by the paper."
+            "source, ours, model, dataset}; null values mean not stated by the paper."
+        },
+    )
+    allow_large_checkpoint_plan: bool = field(
+        default=False,
+        metadata={
+            "help": "Accept saved checkpoints over the dry run's bounds on disk and on checkpoints to evaluate "
+            "(healtrl.recipes.CHECKPOINT_BOUNDS). Off: the dry run refuses such a plan, printing its cost."
         },
     )
 

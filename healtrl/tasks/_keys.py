@@ -3,7 +3,10 @@
 A conversation is reduced to the contents of its user messages, the instruction texts healtrl's task adapters wrap
 around a question (`INSTRUCTION_TEXTS`) are removed, the text is NFKC-normalised, lower-cased and its whitespace runs
 collapsed; the key is the first 16 hex digits of its SHA-256 (`healtrl.hygiene`'s docstring says why). It lives with the
-tasks because a task's split (`multiple_choice.medicine_side`) depends on it.
+tasks because a task's split (`multiple_choice.medicine_split`) depends on it.
+
+`question_stem` / `stem_key` go one step further for multiple-choice prompts: the lettered options (everything from
+"Answer Choices:" on) are cut off, so the same question asked with 4 and with 5 options has one key.
 """
 
 from __future__ import annotations
@@ -54,6 +57,25 @@ def normalise_prompt(prompt, instructions: Sequence[str] | None = None) -> str:
         text = text.replace(instruction, " ")
     text = unicodedata.normalize("NFKC", text).lower()
     return _WHITESPACE.sub(" ", text).strip()
+
+
+OPTIONS_MARKER = "answer choices:"
+"""Where the options of a multiple-choice prompt start, in normalised text (`healtrl.tasks._common.mc_prompt` writes
+"Answer Choices:"; MedXpertQA's questions carry the same header)."""
+
+
+def question_stem(prompt, instructions: Sequence[str] | None = None) -> str:
+    """The normalised question without its options: `normalise_prompt`, cut at the first "answer choices:". A prompt
+    without options is its whole normalised text."""
+    text = normalise_prompt(prompt, instructions)
+    cut = text.find(OPTIONS_MARKER)
+    return text if cut <= 0 else text[:cut].strip()
+
+
+def stem_key(prompt, instructions: Sequence[str] | None = None) -> str:
+    """First 16 hex digits of SHA-256 of `question_stem(prompt)`: equal for two prompts that ask the same question
+    with other options, another number of options or another option order."""
+    return hashlib.sha256(question_stem(prompt, instructions).encode()).hexdigest()[:16]
 
 
 def prompt_key(prompt, instructions: Sequence[str] | None = None) -> str:

@@ -1,5 +1,5 @@
 """Multiple-choice tasks (reward `multiple_choice`): CommonsenseQA (HEAL's general domain), MedXpertQA and MedBullets
-(medicine), `medicine` (both, with disjoint train/test splits made by a hash of each question: `medicine_split`) and
+(medicine), `medicine` (both, with disjoint train/test splits made by a hash of each question stem: `medicine_split`) and
 its per-source views `medicine-medbullets` / `medicine-medxpertqa`, C-Eval's physics subsets (physics).
 
 Rows: `prompt` (question, lettered options, "Let's think step by step and output the letter of the correct option
@@ -133,24 +133,27 @@ _SPECS: dict = {}  # name -> TaskSpec of the tasks `register` registered
 """The sources of HEAL's Medicine domain (heal.txt §4.1, App. B), by their healtrl task names."""
 MEDICINE_TEST_PERCENT = 20
 """Share (in %) of each source's questions in the `test` split of the `medicine` tasks."""
-MEDICINE_SPLIT_SALT = "healtrl-medicine-v1"
-"""Salt of the split hash: changing it (or the prompt format) moves questions between the splits."""
+MEDICINE_SPLIT_SALT = "healtrl-medicine-v2"
+"""Salt of the split hash: changing it (or the question format) moves questions between the splits. v1 hashed the
+whole prompt (question plus options), which put the 4- and 5-option versions of a MedBullets question on opposite
+sides (issue #27); v2 hashes the question stem."""
 
 
 def medicine_split(prompt) -> str:
     """ "train" or "test": the side of the Medicine split that a question (its task prompt) belongs to.
 
-    The bucket is SHA-256(`MEDICINE_SPLIT_SALT` + `healtrl.tasks._keys.prompt_key(prompt)`) mod 100; buckets below
-    `MEDICINE_TEST_PERCENT` are "test". The key is the normalised prompt hash that the hygiene check compares, so two
-    rows that the check would call the same question always fall on the same side: the splits are disjoint by
-    construction, and a question's side depends on its text only (not on the order, the size or the Hub split of the
+    The bucket is SHA-256(`MEDICINE_SPLIT_SALT` + `healtrl.tasks._keys.stem_key(prompt)`) mod 100; buckets below
+    `MEDICINE_TEST_PERCENT` are "test". The key is the normalised question stem (options and their number left out)
+    that the hygiene check compares, so two rows that the check would call the same question (e.g. the 4- and the
+    5-option version of a MedBullets question) always fall on the same side: the splits are disjoint by construction,
+    and a question's side depends on its stem only (not on its options, the order, the size or the Hub split of the
     source).
     """
     import hashlib
 
-    from ._keys import prompt_key
+    from ._keys import stem_key
 
-    digest = hashlib.sha256(f"{MEDICINE_SPLIT_SALT}:{prompt_key(prompt)}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{MEDICINE_SPLIT_SALT}:{stem_key(prompt)}".encode()).hexdigest()
     return "test" if int(digest[:8], 16) % 100 < MEDICINE_TEST_PERCENT else "train"
 
 
@@ -269,16 +272,22 @@ def register(register_task, TaskSpec) -> None:
             "LangAGI-Lab/medbullets",
             "MedBullets USMLE-style questions, 4-5 options (Hub LangAGI-Lab/medbullets, splits train (492)/test (124); "
             "columns question, opa..ope, answer_idx, answer, explanation). Schema read from the dataset card; the "
-            "letter format of answer_idx is not confirmed (a letter or a 0-based index are accepted).",
+            "letter format of answer_idx is not confirmed (a letter or a 0-based index are accepted). The Hub copy "
+            "appears to hold each of MedBullets' 308 questions twice, once with 4 and once with 5 options (492 + 124 "
+            "= 616 = 2 x 308; issue #27, not verified here: the data cannot be downloaded on the development "
+            "machine); if so, its Hub train and test splits share every question. The task 'medicine' keys its split "
+            "on the question stem, so both versions fall on the same side (and both are scored, counting the "
+            "question twice).",
             split="test",
         ),
         load_medbullets,
     )
     split_text = (
         f"Split (healtrl's, not the paper's): every question of every Hub split of both sources, hashed "
-        f"(SHA-256 of '{MEDICINE_SPLIT_SALT}' + the normalised prompt hash of healtrl.hygiene); {MEDICINE_TEST_PERCENT}% "
-        "of the buckets are 'test', the rest 'train', so the splits are disjoint by construction and a question's "
-        "side depends on its text only. HEAL (heal.txt §4.1, App. B) splits MedBullets + MedXpertQA with the "
+        f"(SHA-256 of '{MEDICINE_SPLIT_SALT}' + the normalised question stem of healtrl.hygiene: options and their "
+        f"number left out, so the 4- and 5-option versions of a MedBullets question fall together); "
+        f"{MEDICINE_TEST_PERCENT}% of the buckets are 'test', the rest 'train', so the splits are disjoint by "
+        "construction and a question's side depends on its stem only. HEAL (heal.txt §4.1, App. B) splits MedBullets + MedXpertQA with the "
         "Open-Medical-R1 pipeline of Qiu et al. 2025, whose split is not published on the Hub (their public code "
         "draws random subsets, e.g. 490 MedXpertQA questions, with no released seed), so the questions on each side "
         "differ from the paper's; the MedBullets test questions also differ from its Hub 'test' split."

@@ -95,6 +95,14 @@ def method_fields(config_cls: type, trainer_args, set_keys=()) -> list[str]:
     return shown
 
 
+def on_policy_inert(trainer_args) -> list[str]:
+    """What a trainer's own settings lose with one update per rollout batch (the importance ratio is 1, logp_old =
+    logp): a config class lists them by a method `on_policy_inert()` returning one text per setting; none when it has
+    no such method. TRL's own ratio settings (epsilon_high, delta) are the dry run's to check."""
+    method = getattr(trainer_args, "on_policy_inert", None)
+    return list(method()) if callable(method) else []
+
+
 __all__ = [
     "TRAINERS",
     "AERConfig",
@@ -114,4 +122,5 @@ __all__ = [
     "added_datasets",
     "get_trainer_classes",
     "method_fields",
+    "on_policy_inert",
 ]

@@ -65,6 +65,12 @@ class AERConfig(EntropyGRPOConfig):
         rho (`float`, *optional*, defaults to `0.2`):
             Pivot accuracy rho in [0, 1] of C1 (eq. 9): prompts whose group accuracy is below rho get a positive
             entropy coefficient, growing linearly to alpha at accuracy 0.
+        difficulty_aware (`bool`, *optional*, defaults to `True`):
+            C1 on (eq. 9). Off: every prompt gets the coefficient alpha (aer.txt Table 2's ablations "w/ Fixed Coeff."
+            and "w/ Adaptive Coeff. (C2&C3)").
+        adaptive_alpha (`bool`, *optional*, defaults to `True`):
+            C2 and C3 on (eq. 10-11: alpha steered towards the target entropy). Off: alpha stays `alpha_init`, a fixed
+            coefficient (Table 2's "w/ Fixed Coeff." and "w/ Difficulty-Aware. (C1)").
         tau (`float`, *optional*, defaults to `0.4`):
             Reduction ratio of C2 (eq. 10): target entropy H* = tau * H0. The paper states tau in (0, 1) and ablates
             up to 1.2, so any tau > 0 is accepted.
@@ -103,6 +109,14 @@ class AERConfig(EntropyGRPOConfig):
             See the module docstring for how it splits over micro-batches.
     """
 
+    difficulty_aware: bool = field(
+        default=True,
+        metadata={"help": "C1 (aer.txt eq. 9) on; off: every prompt's coefficient is alpha (Table 2 ablations)."},
+    )
+    adaptive_alpha: bool = field(
+        default=True,
+        metadata={"help": "C2 and C3 (eq. 10-11) on; off: alpha stays alpha_init (Table 2 ablations)."},
+    )
     rho: float = field(
         default=0.2,
         metadata={
@@ -168,6 +182,11 @@ class AERConfig(EntropyGRPOConfig):
     )
 
     def __post_init__(self):
+        if not self.adaptive_alpha and not self.alpha_init > 0:
+            raise ValueError(
+                "adaptive_alpha false keeps alpha at alpha_init, which is 0: the run would be GRPO. Set alpha_init to "
+                "the fixed coefficient (> 0)."
+            )
         if not (0.0 <= self.rho <= 1.0):
             raise ValueError(f"rho must be in [0, 1] (AER pivot accuracy, aer.txt eq. 9), got {self.rho}.")
         if not (self.tau > 0) or math.isinf(self.tau):
@@ -227,6 +246,8 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         "so the policy entropy settles at tau times its initial value (eq. 10)."
     )
     _card_method_fields = (
+        "difficulty_aware",
+        "adaptive_alpha",
         "tau",
         "rho",
         "eta",
@@ -273,14 +294,20 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         correct = (torch.nan_to_num(reward, nan=-math.inf) >= self.args.correct_threshold).float()
         return correct.view(-1, num_generations).mean(dim=1).repeat_interleave(num_generations)
 
+    def _coefficients(self, accuracy: torch.Tensor, alpha: float) -> torch.Tensor:
+        """lambda_t(q) per prompt: eq. 9 with C1 on, alpha for every prompt with `difficulty_aware` off."""
+        if not self.args.difficulty_aware:
+            return torch.full_like(accuracy if accuracy.is_floating_point() else accuracy.float(), float(alpha))
+        return aer_coefficients(accuracy, alpha, self.args.rho, self.args.eps)
+
     def rollout_columns(self, rewards_per_func: torch.Tensor, num_generations: int) -> dict[str, torch.Tensor]:
         accuracy = self._group_accuracy(rewards_per_func, num_generations)
         if self._mode == "train":
             per_prompt = accuracy[::num_generations]
-            coef = aer_coefficients(per_prompt, self.alpha, self.args.rho, self.args.eps)
+            coef = self._coefficients(per_prompt, self.alpha)
             self.log_metric("aer/positive_coef_frac", (coef > 0).float().mean())
             # C1's "hard" set (the prompts that get lambda > 0 as soon as alpha > 0).
-            hard = aer_coefficients(per_prompt, 1.0, self.args.rho, self.args.eps) > 0
+            hard = self._coefficients(per_prompt, 1.0) > 0
             self.log_metric("aer/hard_frac", hard.float().mean())
             self.log_metric("aer/mean_coef", coef.mean())
         return {GROUP_ACCURACY_KEY: accuracy}
@@ -295,7 +322,7 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         if accuracy is None or self.alpha == 0.0:
             return None  # lambda = 0 for every prompt: exactly GRPO, no extra work
         # aer.txt eq. 9: one coefficient per prompt, broadcast to its completion's tokens.
-        coef = aer_coefficients(accuracy, self.alpha, self.args.rho, self.args.eps)
+        coef = self._coefficients(accuracy, self.alpha)
         num_rows = batch.mask.size(0)
         if batch.mode == "train" and num_rows != self.args.per_device_train_batch_size:
             # The per-sequence normalisation relies on equal micro-batches (see the module docstring).
@@ -316,7 +343,8 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
         if self.initial_entropy is None:
             self.initial_entropy = entropy  # C2: H0 = the first H_t, the first iteration's entropy (aer.txt eq. 10)
         target = self.target_entropy
-        self.alpha = aer_update_alpha(self.alpha, self.args.eta, target, entropy)  # C3, aer.txt eq. 11
+        if self.args.adaptive_alpha:
+            self.alpha = aer_update_alpha(self.alpha, self.args.eta, target, entropy)  # C3, aer.txt eq. 11
         self.log_metric("aer/entropy", entropy)
         self.log_metric("aer/target_entropy", target)
         self.log_metric("aer/initial_entropy", self.initial_entropy)

@@ -166,6 +166,13 @@ class GRPOBaselineConfig(EntropyGRPOConfig):
         default=None, metadata={"help": "Keep this many general rows (random subset by seed). None: all."}
     )
 
+    def on_policy_inert(self) -> list[str]:
+        """Settings of this config that do nothing with one update per rollout batch (logp_old = logp), for the dry
+        run's equivalence warning (`healtrl.trainers.on_policy_inert`)."""
+        if self.entropy_method == "kl_cov":
+            return ["entropy_method kl_cov: its penalty |logp - logp_old| and the penalty's gradient are 0"]
+        return []
+
     def __post_init__(self):
         if self.entropy_method not in ENTROPY_METHODS:
             raise ValueError(
@@ -291,6 +298,15 @@ class GRPOBaselineTrainer(RandomStreamMixin, EntropyGRPOTrainer):
                 "to gradient_accumulation_steps) logp_old = logp, so the penalty beta * |logp - logp_old| and its "
                 "gradient are 0 and KL-Cov is plain GRPO. Use num_iterations > 1 or steps_per_generation > "
                 "gradient_accumulation_steps.",
+                UserWarning,
+                stacklevel=2,
+            )
+        epsilon_high = getattr(self.args, "epsilon_high", None)
+        if epsilon_high is not None and epsilon_high != self.args.epsilon and not self._trl_computes_old_logps():
+            warnings.warn(
+                f"Clip-Higher on-policy: with one update per rollout batch the importance ratio is 1, so epsilon_high "
+                f"{epsilon_high:g} != epsilon {self.args.epsilon:g} has no effect (the clip never acts) and the run "
+                "is GRPO. Use num_iterations > 1 or steps_per_generation > gradient_accumulation_steps.",
                 UserWarning,
                 stacklevel=2,
             )
