@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
-from ._checks import DRY_RUN_SAMPLE_ROWS, _check_model, _DryRun, _known_rows, _local_task_data, _sample  # noqa: F401
+from ._checks import (  # noqa: F401
+    DRY_RUN_SAMPLE_ROWS,
+    _check_model,
+    _DryRun,
+    _environment_adjust,
+    _known_rows,
+    _local_task_data,
+    _sample,
+)
 from ._common import _error, _plain
 from ._run_data import _datasets_to_check, resolve_train_repeats
 from .config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, resolve
@@ -40,55 +47,6 @@ TRL_METHOD_FIELDS = (
     "entropy_coef_max",
     "mask_truncated_completions",
 )
-
-
-def _environment_adjust(report: _DryRun):
-    """`resolve(adjust=...)` for the dry run: settings this machine cannot build (a GPU dtype without a GPU, extras
-    that are not installed) are replaced for the check, and each replacement is noted in the report."""
-    import torch
-
-    from healtrl._compat import EXTRAS, REPORT_TO_EXTRAS, is_available
-
-    has_gpu = torch.cuda.is_available()
-
-    def replace(values, sources, key, value, why):
-        report.replaced.setdefault(key, values.get(key))
-        values[key] = value
-        sources[key] = f"by --dry_run ({why})"
-
-    def adjust(values: dict[str, Any], sources: dict[str, str]) -> None:
-        # bf16 unset means TRL's default (bf16 on), which also needs a GPU.
-        gpu_keys = [k for k in ("bf16", "fp16") if values.get(k) or (k == "bf16" and values.get(k) is None)]
-        if gpu_keys and not has_gpu and not values.get("use_cpu"):
-            replace(values, sources, "use_cpu", True, "no CUDA GPU here")
-            report.machine.append(
-                f"no CUDA GPU: the config asks for {' and '.join(gpu_keys)}, so the trainer config was built with "
-                "use_cpu=true for the check; launch it on GPUs."
-            )
-        if values.get("tf32") and not has_gpu:
-            replace(values, sources, "tf32", None, "no CUDA GPU here")
-            report.machine.append("no CUDA GPU: tf32 was left unset for the check.")
-        for key, extra in (("use_vllm", "vllm"), ("use_liger_kernel", "liger")):
-            if values.get(key) and not is_available(extra):
-                replace(values, sources, key, False, f"{extra} is not installed here")
-                report.machine.append(
-                    f"{EXTRAS[extra][0]} is not installed: the config sets {key}=true, built with {key}=false for the "
-                    f"check; install it where the run is launched (pip install {EXTRAS[extra][1]})."
-                )
-        report_to = values.get("report_to")
-        if report_to is not None:
-            names = [report_to] if isinstance(report_to, str) else list(report_to)
-            missing = [n for n in names if n in REPORT_TO_EXTRAS and not is_available(REPORT_TO_EXTRAS[n])]
-            if missing:
-                kept = [n for n in names if n not in missing] or ["none"]
-                replace(values, sources, "report_to", kept, "logging backend not installed here")
-                report.machine.append(
-                    f"report_to {', '.join(missing)}: not installed (pip install "
-                    + " ".join(EXTRAS[REPORT_TO_EXTRAS[n]][1] for n in missing)
-                    + ")."
-                )
-
-    return adjust
 
 
 def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, rows=None) -> int | None:

@@ -132,9 +132,8 @@ def check_run_folder(
         return None
     from healtrl.tasks import get_task, load_task
 
-    from ._checks import _DryRun
+    from ._checks import _DryRun, _environment_adjust
     from .config import ConfigError, resolve
-    from .dry_run import _environment_adjust
 
     try:  # settings this machine cannot build (a GPU dtype, vLLM) do not change the data: replaced as in --dry_run
         resolved = resolve(["--config", config_path], adjust=_environment_adjust(_DryRun()))
