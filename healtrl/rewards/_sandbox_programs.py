@@ -23,13 +23,15 @@ except ImportError:  # pragma: no cover - Windows
 # whoever owns them; (2) a tmpfs working directory holding the program's files; (3) as root, the directories on the way
 # to the interpreter that the unprivileged uid could not traverse (e.g. a pyenv under /root) are covered by a tmpfs that
 # holds bind mounts of only what the interpreter needs; (4) private /tmp, /var/tmp, /dev/shm; (5) drop privileges,
-# no_new_privs, exec the interpreter on main.py (with -c: Python resolves a script path to an absolute path, which the
-# private mounts may hide). It writes b"R" to status_fd just before the exec, and b"E<error>" (then exits 125) when any
-# step fails, so that its failures are not taken for the program's.
+# no_new_privs; then, as root (the uid switch dropped every capability), run main.py in this interpreter, else exec
+# the interpreter on main.py so that the capabilities are recomputed from the emptied bounding set (with -c: Python
+# resolves a script path to an absolute path, which the private mounts may hide). It writes b"R" to status_fd just
+# before the program starts (and closes it, or lets the exec close it), and b"E<error>" (then exits 125) when any step
+# fails, so that its failures are not taken for the program's.
 _BOOTSTRAP = r"""
 import ctypes, os, shutil, stat, sys
 report = int(sys.argv[4])
-os.set_inheritable(report, False)  # closed by the exec below: the program never holds it
+os.set_inheritable(report, False)  # closed below (or by the exec): the program never holds it
 def failed(kind, exc, tb):  # any error of the bootstrap is the sandbox's, told apart from the program's
     try:
         os.write(report, b"E" + repr(exc).encode("utf-8", "replace")[:2000])

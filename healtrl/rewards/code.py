@@ -217,7 +217,6 @@ def run_tests(code: str, spec: dict | str, limits: SandboxLimits = DEFAULT_LIMIT
         kind = spec["kind"]
     except (TypeError, ValueError, KeyError):
         return TestReport(0, 0, "bad_spec")
-    nonce = secrets.token_hex(16)
     if kind == "assert":
         entry_point, test = spec.get("entry_point"), spec.get("test")
         if not isinstance(entry_point, str) or not isinstance(test, str):
@@ -235,6 +234,7 @@ def run_tests(code: str, spec: dict | str, limits: SandboxLimits = DEFAULT_LIMIT
     if kind == "functional" and not isinstance(job["fn_name"], str):
         return TestReport(0, 0, "bad_spec")
     files = {"solution.py": _HEADER + code, "job.json": json.dumps(job)}
+    nonce = secrets.token_hex(16)
     result = run_python(_IO_HARNESS, files, stdin=nonce + "\n", limits=limits)
     got = None
     for line in reversed(result.stdout.splitlines()):

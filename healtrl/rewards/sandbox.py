@@ -58,8 +58,9 @@ logs (INFO) which bound is in force.
 
 Sandbox errors: a run that the sandbox itself failed gets the status "sandbox_error", not the program's outcome: no
 temporary directory, pipe or fork; `prlimit` or `unshare` failed; the bootstrap could not mount or switch uid; the
-program's exec was refused (`EAGAIN` from a full process limit); its exit status could not be collected. The
-machinery reports on a pipe the program never holds (b"R" just before the program's exec, b"E<error>" on a failure),
+program's exec was refused (without root, `EAGAIN` from a full process limit; as root the program runs in the
+bootstrap's interpreter, no exec); its exit status could not be collected. The machinery reports on a pipe the
+program never holds (b"R" just before the program starts, b"E<error>" on a failure),
 so a program cannot pass its own failure (exit code 125, an error message) for the sandbox's. Every run is counted
 (`sandbox_error_counts`), and `report_sandbox_errors` logs a batch's count (`rewards/sandbox_errors`, through TRL's
 `log_metric`) and warns when sandbox errors are frequent; `healtrl.rewards.code` scores such completions 0 and
