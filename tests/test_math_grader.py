@@ -30,18 +30,25 @@ DATA = Path(__file__).parent / "data" / "tasks"
 B, AL, L = "boxed", "answer_line", "lenient"
 BY_FORMAT = {B: math_boxed_reward, AL: math_answer_line_reward, L: math_lenient_reward}
 
-# Why we differ from TRL, by kind (each case below names one):
-GOLD_UNPARSED = "TRL cannot parse this ground truth without $...$ and skips the sample (None); we grade it"
-HEDGE = "a hedge ('maybe') inside the stated answer scores 0 here; TRL's unit normalization drops the text and credits"
-EMPTY_BOX = "an empty \\boxed{} (e.g. quoting the instruction) is not an answer here; TRL reads it first and fails"
-FBOX = "\\fbox{} and the brace-less \\boxed 4 are boxes here; math-verify does not read them"
-SCI = "3\\times10^8 equals 3 \\times 10^{8} after our normalization (spacing, braces); math-verify fails the exponent"
-SET_GOLD = "a list ground truth '3, 4' is a set here; TRL parses it otherwise and fails the matching set"
-NOT_BOXED = "boxed format: an unboxed answer does not follow the prompt's format and scores 0; TRL reads any LaTeX"
-LINE_NO_DOLLARS = "answer_line format reads the 'Answer:' line as LaTeX without $...$; TRL needs delimiters there"
-LINE_NEXT = "the answer may sit on the line after 'Answer:' (as DAPO's regex allows); TRL finds no LaTeX"
-LINE_NO_BOX = "answer_line format: a box without an 'Answer:' line does not follow DAPO's format (DAPO's grader: 0 too)"
-LENIENT = "lenient format (opt-in) reads an unboxed, undelimited final answer; TRL needs LaTeX after an anchor"
+# Why we differ from TRL, by kind (each case below names one). The number is the item of the differences listed in
+# the docstring of `healtrl/rewards/math.py` (`test_every_difference_is_listed_and_tested` holds the two together).
+NOT_BOXED = "(1) boxed format: an unboxed answer does not follow the prompt's format and scores 0; TRL reads any LaTeX"
+LINE_NO_DOLLARS = "(1) answer_line format reads the 'Answer:' line as LaTeX without $...$; TRL needs delimiters there"
+LINE_NEXT = "(1) the answer may sit on the line after 'Answer:' (as DAPO's regex allows); TRL finds no LaTeX"
+LINE_NO_BOX = "(1) answer_line format: a box without an 'Answer:' line does not follow DAPO's format (DAPO's grader: 0)"
+CONTRADICTED = "(2) an 'Answer:' line that contradicts the box is a second answer here"
+HEDGE = "(3) a hedge inside the stated answer scores 0; TRL's unit normalization drops the text and credits"
+GOLD_UNPARSED = "(4) TRL cannot parse this ground truth without $...$ and skips the sample (None); we grade it"
+SET_GOLD = "(4) a list ground truth '3, 4' is a set here; TRL parses it otherwise and fails the matching set"
+EMPTY_BOX = "(5) an empty \\boxed{} (e.g. quoting the instruction) is not an answer here; TRL reads it first and fails"
+FBOX = "(5) \\fbox{} and the brace-less \\boxed 4 are boxes here; math-verify does not read them"
+SCI = "(5) 3\\times10^8 equals 3 \\times 10^{8} after our normalization; math-verify fails the exponent"
+LENIENT = "(6) lenient format (opt-in) reads an unboxed, undelimited final answer; TRL needs LaTeX after an anchor"
+HEDGE_OUTSIDE = "(7) a hedge next to the box, or the box offered as one of two, scores 0; TRL reads the box only"
+ALTERNATIVE = "(7) an alternative offered after the box is a second answer and must agree; TRL reads the box only"
+PERCENT = "(8) a percentage compares by its number (and its fraction); math-verify credits 25% for 25 only"
+NORMALIZED = "(9) normalized before math-verify (final period, thin spaces, \\tfrac); TRL's math-verify fails it"
+GOLD_MISREAD = "(10) TRL misreads this undelimited ground truth (2\\pi as 2); we box it and parse it whole"
 
 # (completion, ground truth, answer format, our score, TRL's score, why they differ or "")
 CASES = [
@@ -75,7 +82,34 @@ CASES = [
     ("The answer is $\\frac{1}{2}$.", "\\frac{1}{2}", B, 0.0, 1.0, NOT_BOXED),
     ("Answer: 4", "4", B, 0.0, 0.0, ""),
     ("4", "4", B, 0.0, 0.0, ""),
-    ("\\boxed{4}\nAnswer: 3", "4", B, 0.0, 1.0, "an 'Answer:' line that contradicts the box is a second answer here"),
+    ("\\boxed{4}\nAnswer: 3", "4", B, 0.0, 1.0, CONTRADICTED),
+    # what is written next to the box (7)
+    ("\\boxed{4} (or possibly 3)", "4", B, 0.0, 1.0, HEDGE_OUTSIDE),
+    ("\\boxed{4}, although it might be 5", "4", B, 0.0, 1.0, ALTERNATIVE),
+    ("\\boxed{4} (or 3 if n is even)", "4", B, 0.0, 1.0, ALTERNATIVE),
+    ("\\boxed{4}. Or rather 5.", "4", B, 0.0, 1.0, ALTERNATIVE),
+    ("It is probably \\boxed{4}.", "4", B, 0.0, 1.0, HEDGE_OUTSIDE),
+    ("\\boxed{4}, but I am not sure.", "4", B, 0.0, 1.0, HEDGE_OUTSIDE),
+    ("x is 3 or \\boxed{4}", "4", B, 0.0, 1.0, HEDGE_OUTSIDE),
+    ("\\boxed{0.5} (or $\\frac{1}{2}$)", "\\frac{1}{2}", B, 1.0, 1.0, ""),  # an alternative that agrees
+    ("Either way, the answer is \\boxed{4}.", "4", B, 1.0, 1.0, ""),  # "either" alone is not a hedge
+    ("Since x=2 or x=-2, and x>0, we get \\boxed{2}.", "2", B, 1.0, 1.0, ""),  # an earlier sentence's "or"
+    ("\\boxed{4}\nThis might be 5 for other n.", "4", B, 1.0, 1.0, ""),  # another line: not read (a known limit)
+    # percentages (8)
+    ("\\boxed{12.5\\%}", "12.5", B, 1.0, 0.0, PERCENT),
+    ("\\boxed{12.50\\%}", "12.5", B, 1.0, 0.0, PERCENT),
+    ("\\boxed{12.5 percent}", "12.5", B, 1.0, 0.0, PERCENT),
+    ("\\boxed{0.25}", "25\\%", B, 1.0, 0.0, PERCENT),
+    ("\\boxed{12.5}", "12.5\\%", B, 1.0, 1.0, ""),
+    ("\\boxed{12.5\\%}", "0.125", B, 1.0, 1.0, ""),
+    ("\\boxed{12.5\\%}", "1.25", B, 0.0, 0.0, ""),
+    # normalized before math-verify (9), a misread gold (10)
+    ("\\boxed{8.}", "8", B, 1.0, 0.0, NORMALIZED),
+    ("\\boxed{\\tfrac73}", "\\frac{7}{3}", B, 1.0, 0.0, NORMALIZED),
+    ("\\boxed{1\\,000\\,000}", "1000000", B, 1.0, 0.0, NORMALIZED),
+    ("\\boxed{2\\pi}", "2\\pi", B, 1.0, 0.0, GOLD_MISREAD),
+    ("\\boxed{6.283185}", "2\\pi", B, 1.0, 0.0, GOLD_MISREAD),
+    ("\\boxed{2\\pi}", "$2\\pi$", B, 1.0, 1.0, ""),  # delimited, TRL reads it too
     # ------------------------------------------------------------------ answer_line (DAPO-Math-17k)
     ("Answer: 4", "4", AL, 1.0, 0.0, LINE_NO_DOLLARS),
     ("Work...\nAnswer: $\\frac{7}{2}$", "3.5", AL, 1.0, 1.0, ""),
@@ -94,8 +128,8 @@ CASES = [
     ("so the ratio is \\frac{2}{4}.", "\\frac{1}{2}", L, 1.0, 0.0, LENIENT),
     ("3 apples plus 1,200 pears make 1,203 fruits", "1203", L, 1.0, 0.0, LENIENT),
     ("The final answer is 4.", "4", L, 1.0, 0.0, LENIENT),
-    # a known limit of both: a hedge outside the box is not read
-    ("\\boxed{4} (or 3 if n is even)", "4", L, 1.0, 1.0, ""),
+    ("\\boxed{4} (or 3 if n is even)", "4", L, 0.0, 1.0, ALTERNATIVE),  # a box's context counts in every format
+    ("Answer: 4 (or 3 if n is even)", "4", AL, 0.0, 0.0, ""),  # the rest of an "Answer:" line is its answer
 ]
 
 
@@ -109,6 +143,19 @@ def test_the_table_covers_every_format():
     assert len(CASES) >= 30
     assert {case[2] for case in CASES} == set(ANSWER_FORMATS)
     assert sum(case[3] != case[4] for case in CASES) >= 10  # the deliberate differences are in the table
+
+
+def test_every_difference_is_listed_and_tested():
+    """Each numbered difference of the grader's docstring has a row here, and each row's reason names a listed one."""
+    import re
+
+    import healtrl.rewards.math as grader
+
+    section = grader.__doc__.split("Deliberate differences from TRL")[1].split("Deliberate differences from the")[0]
+    listed = {int(n) for n in re.findall(r"(?m)^(\d+)\. ", section)}
+    assert listed == set(range(1, len(listed) + 1)) and len(listed) >= 10
+    tested = {int(re.match(r"\((\d+)\) ", why).group(1)) for *_, why in CASES if why}
+    assert tested == listed
 
 
 @pytest.mark.parametrize("completion, gold, answer_format, ours, trl, why", CASES)

@@ -15,8 +15,10 @@ Scoring rules, the same in every format:
   (`\\boxed{3} ... \\boxed{4}`, two "Answer:" lines that disagree) scores 0, whichever comes last. Restating the
   same answer (`\\boxed{4} ... so \\boxed{4}`, or `\\boxed{\\frac12}` and `\\boxed{0.5}`) is fine.
 * A hedged answer scores 0: "maybe", "perhaps", "possibly", "probably", "either", "guess", "not sure" in a stated
-  answer (unless the ground truth itself contains the word), and in `lenient` mode a last line that offers two
-  candidates joined by such a word or by "or" ("3 or maybe 4" scores 0 for gold 4).
+  answer or next to a box (unless the ground truth itself contains the word), and in `lenient` mode a last line
+  that offers two candidates joined by such a word or by "or" ("3 or maybe 4" scores 0 for gold 4). An
+  alternative offered after a box ("\\boxed{4} (or 3 if n is even)") is a stated answer (difference 7 below).
+* A percentage equals its number and its fraction (`12.5\\%` equals 12.5 and 0.125; difference 8).
 * A stated answer is parsed as LaTeX as a whole (`\\frac{2}{4}` is 1/2, never "4"); a list ("3, 4",
   "3 \\text{ or } 4") is a set and equals only a set.
 * A completion without a statement in the format scores 0 (the format was not followed): under `boxed` an
@@ -27,7 +29,9 @@ Scoring rules, the same in every format:
 Equivalence (`answers_match`): normalized string equality, else `math_verify.verify` on both sides parsed as LaTeX.
 
 Deliberate differences from TRL's `trl.rewards.accuracy_reward` (math-verify's own extraction: boxes first, then
-LaTeX after an "answer" anchor, first match), each a row of the table in `tests/test_math_grader.py`:
+LaTeX after an "answer" anchor, first match), numbered as the reasons of the table in `tests/test_math_grader.py`
+(each difference is a row there, its reason starting with its number; a test checks that every number is listed
+here and tested there):
 
 1. One format is read. A `boxed` recipe never credits an unboxed `$\\frac{1}{2}$` (TRL does); an `answer_line`
    recipe reads "Answer: 4" and "**Final Answer:** 12" without the `$...$` TRL needs there, and the answer may sit
@@ -43,6 +47,19 @@ LaTeX after an "answer" anchor, first match), each a row of the table in `tests/
    TRL scores these 0. `3\\times10^8` equals `3 \\times 10^{8}` here (string normalization), not in TRL.
 6. `lenient` (opt-in) reads undelimited final answers ("The final answer is 4.", a last bare `\\frac{2}{4}` or
    number) that TRL does not.
+7. What is written next to a box counts (`_box_context`, in every format). A hedge in the box's sentence before it
+   or on its line after it ("probably \\boxed{4}", "\\boxed{4} (or possibly 3)", "\\boxed{4}, but I am not sure"),
+   or a box offered as one of two ("3 or \\boxed{4}"), scores 0; an alternative offered after it ("\\boxed{4} (or 3
+   if n is even)", "\\boxed{4}, although it might be 5") is a stated answer and must agree. TRL reads the box only
+   and credits all of these.
+8. Percentages compare by their number: `\\boxed{12.5\\%}` equals 12.5 (and 0.125, as in math-verify; `12.5
+   percent` and `12.5%` too); TRL credits `25\\%` for 25 but not `12.5\\%` for 12.5.
+9. The answer is normalized before math-verify reads it (`_normalize`): a final period (`\\boxed{8.}`), thin spaces
+   (`1\\,000\\,000`), `\\tfrac`/`\\dfrac` as `\\frac`; so `\\tfrac73` is the brace-less `\\frac73`, which the
+   fallback parse reads as 7/3. TRL's math-verify fails all three.
+10. A ground truth math-verify misreads without delimiters: gold `2\\pi` parses as 2 in TRL, which then fails
+    `\\boxed{2\\pi}`; we box the gold, so it parses whole (and a decimal within math-verify's tolerance,
+    `\\boxed{6.283185}`, equals it: math-verify's rule).
 
 Deliberate differences from the reference graders: the grader DAPO-Math-17k ships with (verl `math_dapo`) reads
 the last "Answer:" match in the last 300 characters and compares normalized strings; we read every "Answer:" line and
@@ -219,7 +236,14 @@ def extract_boxed(text: str) -> list[str]:
 
 def _boxes(text: str, limit: int | None = None) -> list[str] | None:
     """`extract_boxed`; None when `text` has more than `limit` boxes."""
-    found = []  # (index of the "{", None) or (None, "\boxed 5" token)
+    spans = _box_spans(text, limit)
+    return None if spans is None else [content for _, _, content in spans]
+
+
+def _box_spans(text: str, limit: int | None = None) -> list[tuple[int, int, str]] | None:
+    """(start of the `\\boxed`, end of the box, contents) of every box of `text`, in order; None when `text` has more
+    than `limit` boxes. Raises ValueError as `extract_boxed` does."""
+    found = []  # (start, index of the "{", None) or (start, end, "\boxed 5" token)
     for count, match in enumerate(_BOX_RE.finditer(text)):
         if limit is not None and count >= limit:
             return None
@@ -227,21 +251,68 @@ def _boxes(text: str, limit: int | None = None) -> list[str] | None:
         while i < len(text) and text[i] == " ":
             i += 1
         if i < len(text) and text[i] == "{":
-            found.append((i, None))
+            found.append((match.start(), i, None))
         elif i > match.end():  # "\boxed 5": one token
             token = _BOX_TOKEN_RE.match(text, i)
             if token:
-                found.append((None, token.group(0)))
-    openings = [i for i, _ in found if i is not None]
+                found.append((match.start(), token.end(), token.group(0)))
+    openings = [i for _, i, token in found if token is None]
     if not openings:
-        return [token for _, token in found]
+        return found
     pairs = _closing_braces(text, openings)
     if sum(pairs.values()) - sum(pairs) - len(pairs) > MAX_BOXED_CHARS_FACTOR * len(text):
         raise ValueError(
             f"The boxes of this text nest too deep: their contents add up to more than {MAX_BOXED_CHARS_FACTOR} "
             "times its length."
         )
-    return [token if i is None else text[i + 1 : pairs[i]] for i, token in found if i is None or i in pairs]
+    return [
+        (start, i, token) if token is not None else (start, pairs[i] + 1, text[i + 1 : pairs[i]])
+        for start, i, token in found
+        if token is not None or i in pairs
+    ]
+
+
+BOX_CONTEXT_CHARS = 200
+"""How far around a box its context is read (`_box_context`): the rest of its line after it, and its sentence before
+it on its line, at most this many characters each way."""
+
+# A hedge next to a box ("probably \boxed{4}", "\boxed{4}, not sure"): `_HEDGE_RE` without "either" ("Either way,
+# the answer is \boxed{4}" is not a hedge).
+_CONTEXT_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|perhaps|possibly|probably|guess|not\s+sure|unsure)\b")
+# An alternative offered after a box: "(or 3 if n is even)", "although it might be 5", "or rather 5". The candidate
+# is the first number or math span after the phrase, within its clause.
+_OFFER_RE = re.compile(
+    r"(?i)\b(?:or(?!\s+equivalently\b)|might\s+be|could\s+be|may\s+be|alternatively|otherwise|unless)\b"
+    r"[^\n.;:!?$\\\d]{0,40}"
+    r"(\$[^$\n]{1,200}\$|\\\([^\n]{1,200}?\\\)|\\[a-zA-Z]+(?:\{[^{}\n]{0,200}\})+|-?\d+(?:\.\d+)?(?:\s*/\s*\d+)?)"
+)
+_OR_BEFORE_RE = re.compile(r"(?i)\bor\s*(?:\$|\\\(|\\\[)?\s*$")  # "3 or \boxed{4}": the box is one of two
+_SENTENCE_END_RE = re.compile(r"[.!?](?:\s|$)")
+
+
+def _box_context(text: str, spans: list[tuple[int, int, str]]) -> tuple[bool, list[str]]:
+    """What the text around the boxes of `text` says about them: (hedged, alternatives).
+
+    For each box, its context is the rest of its line after it and its sentence before it on its line (at most
+    `BOX_CONTEXT_CHARS` characters each, and not past the neighbouring boxes). Hedged: a hedge word in either ("probably
+    \\boxed{4}", "\\boxed{4}, but I am not sure", "\\boxed{4} (or possibly 3)"), or the box offered as one of two ("3
+    or \\boxed{4}"). Alternatives: the answer an "or" / "might be" / "could be" / "alternatively" / "otherwise" /
+    "unless" offers after the box ("\\boxed{4} (or 3 if n is even)" offers 3, "\\boxed{4}, although it might be 5"
+    offers 5); they are stated answers and must agree with the box ("\\boxed{0.5} (or \\frac12)" is fine). Linear:
+    each box reads at most 2 x `BOX_CONTEXT_CHARS` characters."""
+    hedged, offered = False, []
+    for k, (start, end, _) in enumerate(spans):
+        line_start = text.rfind("\n", max(0, start - BOX_CONTEXT_CHARS), start) + 1
+        line_end = text.find("\n", end, end + BOX_CONTEXT_CHARS)
+        line_end = min(len(text), end + BOX_CONTEXT_CHARS) if line_end < 0 else line_end
+        before = text[max(line_start, start - BOX_CONTEXT_CHARS, spans[k - 1][1] if k else 0) : start]
+        sentence_ends = list(_SENTENCE_END_RE.finditer(before))
+        before = before[sentence_ends[-1].end() :] if sentence_ends else before
+        after = text[end : min(line_end, spans[k + 1][0] if k + 1 < len(spans) else line_end)]
+        if _CONTEXT_HEDGE_RE.search(before) or _CONTEXT_HEDGE_RE.search(after) or _OR_BEFORE_RE.search(before):
+            hedged = True
+        offered.extend(_strip_answer(m.group(1)) for m in _OFFER_RE.finditer(after))
+    return hedged, [answer for answer in offered if answer]
 
 
 def _strip_answer(answer: str) -> str:
@@ -452,6 +523,26 @@ def _normalize(answer: str) -> str:
     return re.sub(r"\s+", "", answer).lower().rstrip(".")
 
 
+_PERCENT_RE = re.compile(r"^(.*?)(?:%|percent)$")
+_DECIMAL_RE = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)")
+
+
+def _percent_equal(prediction: str, gold: str) -> bool:
+    """Whether a percentage equals the other answer by its number: `12.5\\%` and `12.5` (either side carrying the
+    sign), `12.50\\%` and `12.5\\%`. A percentage is also its fraction (`12.5\\%` equals `0.125`): that comparison is
+    math-verify's (`answers_match`)."""
+    left, right = _normalize(prediction), _normalize(gold)
+    stripped = [_PERCENT_RE.match(side) for side in (left, right)]
+    if not any(stripped):
+        return False
+    left, right = (match.group(1) if match else side for match, side in zip(stripped, (left, right)))
+    if left == right:
+        return bool(left)
+    if _DECIMAL_RE.fullmatch(left) and _DECIMAL_RE.fullmatch(right):
+        return float(left) == float(right)
+    return False
+
+
 def _answer_pair(prediction: str | None, gold) -> tuple[str, str] | bool:
     """`answers_match` without math-verify: True or False when decided (normalized string equality, empty or too
     long answers), else the stripped (prediction, gold) for math-verify."""
@@ -461,7 +552,7 @@ def _answer_pair(prediction: str | None, gold) -> tuple[str, str] | bool:
     prediction = _strip_answer(prediction)
     if not prediction or not gold:
         return False
-    if _normalize(prediction) == _normalize(gold):
+    if _normalize(prediction) == _normalize(gold) or _percent_equal(prediction, gold):
         return True
     if len(prediction) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
         return False
@@ -481,21 +572,24 @@ def grade_math(text: str, gold: str, answer_format: str = DEFAULT_ANSWER_FORMAT)
     """1.0 when `text` states its final answer in `answer_format` and every final-answer statement (those of the
     format, and any other box or "Answer:" line) equals `gold`, none hedged; else 0.0."""
     check_answer_format(answer_format)
-    boxed = _boxes(text, MAX_STATED_ANSWERS)
+    spans = _box_spans(text, MAX_STATED_ANSWERS)
     lines = _answer_lines(text, MAX_STATED_ANSWERS)
-    if boxed is None or lines is None:
+    if spans is None or lines is None:
         return 0.0
-    boxed = [b.strip() for b in boxed if b.strip()]
+    spans = [span for span in spans if span[2].strip()]
+    boxed = [content.strip() for _, _, content in spans]
     answers = _final_answers(text, answer_format, boxed, lines, MAX_STATED_ANSWERS)
     if answers is None:
         return 0.0
     if not answers:
         return 0.0
-    # A box or an "Answer:" line outside the format is a stated answer too: it must agree ("\\boxed{3}\nAnswer: 4").
-    answers = list(dict.fromkeys(answers + boxed + lines))  # each different statement once
+    # A box or an "Answer:" line outside the format is a stated answer too: it must agree ("\\boxed{3}\nAnswer: 4"),
+    # and so is an alternative offered next to a box ("\\boxed{4} (or 3 if n is even)").
+    hedged_context, offered = _box_context(text, spans)
+    answers = list(dict.fromkeys(answers + boxed + lines + offered))  # each different statement once
     if len(answers) > MAX_STATED_ANSWERS:
         return 0.0
-    if not _HEDGE_RE.search(str(gold)) and any(_HEDGE_RE.search(a) for a in answers):
+    if not _HEDGE_RE.search(str(gold)) and (hedged_context or any(_HEDGE_RE.search(a) for a in answers)):
         return 0.0
     answers = list({_normalize(a): a for a in answers}.values())  # a restated answer is checked once
     if len(answers) > MAX_STATED_ANSWERS:
