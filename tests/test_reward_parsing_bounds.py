@@ -28,6 +28,7 @@ from healtrl.rewards import (
     multiple_choice_reward,
     reset_malformed_counts,
 )
+from healtrl.rewards import _boxes as boxes_module
 from healtrl.rewards import _math_verify_pool as pool_module
 from healtrl.rewards import math as math_module
 from healtrl.rewards._common import fold_case
@@ -311,7 +312,7 @@ def test_scans_equal_the_old_patterns_on_random_texts():
 @pytest.mark.parametrize("vectorized", [False, True])
 def test_box_braces_equal_the_old_stack(monkeypatch, vectorized):
     if vectorized:
-        monkeypatch.setattr(math_module, "_PYTHON_BRACES", -1)  # numpy for any number of braces
+        monkeypatch.setattr(boxes_module, "_PYTHON_BRACES", -1)  # numpy for any number of braces
     rng = random.Random(int(vectorized))
     for _ in range(3_000):
         text = "".join(
