@@ -2,21 +2,202 @@
 (`healtrl.recipes`), one row per checkpoint written as it finishes (`checkpoint_eval.jsonl`; a killed evaluation
 resumes without redoing finished checkpoints), the table `checkpoint_eval.md` with the best marked,
 `best_checkpoint.json`, and a "Best checkpoint" section in the chosen folder's model card (`healtrl eval
---checkpoints <run dir>`). Each checkpoint is evaluated with `healtrl.evaluation.evaluate`."""
+--checkpoints <run dir>`). Each checkpoint is evaluated with `healtrl.evaluation.evaluate`.
+
+Here too: the discovery of a run's complete checkpoints (`find_checkpoints`, `weights_signature`) and their scoring
+under the rule (`score_row`, `choose_best`, `render_checkpoint_table`), pure functions of folders and rows."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import re
 import sys
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from healtrl import evaluation
+import numpy as np
+
+from healtrl import evaluation, recipes
 from healtrl._distributed import Processes
+from healtrl._numbers import is_int
 from healtrl.evaluation import DEFAULT_THRESHOLD
+from healtrl.recipe_metrics import metric_key, metric_value
+from healtrl.recipes import CHECKPOINT_PREFIX, BestCheckpointRule
+
+__all__ = [
+    "BEST_JSON",
+    "CHECKPOINT_ROWS",
+    "CHECKPOINT_TABLE",
+    "FINAL",
+    "choose_best",
+    "evaluate_checkpoints",
+    "find_checkpoints",
+    "render_checkpoint_table",
+    "score_row",
+    "weights_signature",
+]
+
+CHECKPOINT_ROWS = "checkpoint_eval.jsonl"
+"""One JSON row per evaluated checkpoint, appended as each one finishes (what makes the evaluation resumable)."""
+CHECKPOINT_TABLE = "checkpoint_eval.md"
+BEST_JSON = "best_checkpoint.json"
+FINAL = "final"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Checkpoints of a run folder
+# ----------------------------------------------------------------------------------------------------------------
+def _has_weights(folder: str) -> bool:
+    return any(os.path.isfile(os.path.join(folder, name)) for name in ("config.json", "adapter_config.json"))
+
+
+_MARKER = "healtrl_checkpoint.json"  # healtrl.checkpoints.MARKER_FILE: written last, once a checkpoint is complete
+# Files the Trainer writes into a checkpoint after the model: a folder holding one of them but no marker was cut short.
+_TRAINER_FILES = ("trainer_state.json", "optimizer.pt", "scheduler.pt", "training_args.bin")
+
+
+def _written_completely(path: str) -> bool:
+    """A model folder saved by hand (no trainer files) counts as complete; a trainer's checkpoint needs the marker."""
+    names = set(os.listdir(path))
+    if _MARKER in names:
+        return True
+    return not any(n in names or n.startswith("rng_state") for n in _TRAINER_FILES)
+
+
+def _corrupt_marker(path: str) -> str | None:
+    """What is wrong with the completion marker of a checkpoint folder that has one; None when it is readable or
+    absent (`healtrl.checkpoints.marker_problem`)."""
+    from healtrl.checkpoints import marker_problem
+
+    problem = marker_problem(path)
+    return None if problem in (None, "missing") else problem
+
+
+def find_checkpoints(run_dir: str | os.PathLike, include_final: bool = False) -> list[dict[str, Any]]:
+    """The saved models of a training run, by step: `{"checkpoint": "checkpoint-N", "step": N, "path"}` for every
+    `checkpoint-N` folder holding a model (`config.json`) or adapter (`adapter_config.json`), then, with
+    `include_final`, the run folder's own final model as `{"checkpoint": "final", "step": <last logged step or None>}`.
+
+    Raises:
+        ValueError: the run folder does not exist, or `include_final` is set and it holds no model.
+    """
+    run_dir = os.fspath(run_dir)
+    if not os.path.isdir(run_dir):
+        raise ValueError(f"Run folder {run_dir!r} does not exist. Pass the output_dir of a training run.")
+    found = []
+    for name in os.listdir(run_dir):
+        match = re.fullmatch(rf"{CHECKPOINT_PREFIX}-(\d+)", name)
+        path = os.path.join(run_dir, name)
+        if match and os.path.isdir(path) and _has_weights(path):
+            corrupt = _corrupt_marker(path)
+            if corrupt is not None:  # discovery skips a corrupt marker with a warning (healtrl.checkpoints)
+                warnings.warn(
+                    f"{os.path.join(path, _MARKER)} is corrupt: {corrupt}. {path} is not evaluated: its completion "
+                    "cannot be confirmed. Pass it to `healtrl eval --model` to evaluate it anyway.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                continue
+            if not _written_completely(path):
+                warnings.warn(
+                    f"{path} was written by a trainer but has no completion marker ({_MARKER}): a checkpoint cut short "
+                    "by a kill, or one written before healtrl marked complete checkpoints. It is not evaluated; pass it "
+                    "to `healtrl eval --model` to evaluate it anyway.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                continue
+            found.append({"checkpoint": name, "step": int(match.group(1)), "path": path})
+    found.sort(key=lambda c: c["step"])
+    if include_final:
+        if not _has_weights(run_dir):
+            raise ValueError(
+                f"include_final is set but {run_dir} holds no final model (no config.json / adapter_config.json; "
+                "save_final_model false, or the run did not finish). Drop include_final."
+            )
+        found.append({"checkpoint": FINAL, "step": _last_logged_step(run_dir), "path": run_dir})
+    return found
+
+
+def _last_logged_step(run_dir: str) -> int | None:
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.isfile(path):
+        return None
+    step = None
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                value = json.loads(line).get("step")
+                step = value if is_int(value) else step
+    return step
+
+
+def weights_signature(path: str) -> list:
+    """(name, size, mtime_ns) of the weight files of a model folder: a stored row is reused only while they match."""
+    names = sorted(
+        n
+        for n in os.listdir(path)
+        if n.endswith((".safetensors", ".bin", ".pt")) and os.path.isfile(os.path.join(path, n))
+    )
+    signature = []
+    for name in names:
+        stat = os.stat(os.path.join(path, name))
+        signature.append([name, stat.st_size, stat.st_mtime_ns])
+    return signature
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Scoring and choosing
+# ----------------------------------------------------------------------------------------------------------------
+def score_row(row: Mapping[str, Any], rule: BestCheckpointRule) -> tuple[float, dict[str, float]]:
+    """(score, {task: value}) of a checkpoint row under the rule: the metric per task, reduced over the tasks."""
+    kind, j = rule.parsed_metric
+    values = {}
+    for task in rule.tasks:
+        record = row["tasks"][task]
+        values[task] = metric_value(record["correct"], record["k"], kind, j)
+    return float(np.mean(list(values.values()))), values
+
+
+def choose_best(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The row with the highest `score`; ties go to the earliest step (the final model, without a step, last)."""
+    if not rows:
+        raise ValueError("No evaluated checkpoint to choose from.")
+
+    def key(row):
+        step = row.get("step")
+        return (-row["score"], math.inf if step is None else step, row["checkpoint"] == FINAL)
+
+    return min(rows, key=key)
+
+
+def render_checkpoint_table(rows: Sequence[Mapping[str, Any]], rule: BestCheckpointRule, best, run_dir: str) -> str:
+    """Markdown: the rule, then one row per checkpoint (the metric per task and the score in %), the best marked."""
+    lines = [
+        f"# Checkpoints of `{run_dir}`",
+        "",
+        f"Best checkpoint: **{best['checkpoint']}**"
+        + (f" (step {best['step']})" if best.get("step") is not None else "")
+        + f", score {100 * best['score']:.2f}.",
+        "",
+        f"Rule: {rule.describe()}. Scores in %.",
+        "",
+    ]
+    header = ["checkpoint", "step", *[f"{t} {metric_key(*rule.parsed_metric, rule.k_of(t))}" for t in rule.tasks]]
+    header += [f"score ({rule.reduce})", "best"]
+    lines += ["| " + " | ".join(header) + " |", "|---|---:|" + "---:|" * (len(rule.tasks) + 1) + "---|"]
+    for row in rows:
+        cells = [f"`{row['checkpoint']}`", "" if row.get("step") is None else str(row["step"])]
+        cells += [f"{100 * row['values'][t]:.2f}" for t in rule.tasks]
+        cells += [f"{100 * row['score']:.2f}", "**best**" if row["checkpoint"] == best["checkpoint"] else ""]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -113,7 +294,7 @@ def evaluate_checkpoints(
     k). Each finished checkpoint's row is appended to `checkpoint_eval.jsonl` at once, so a run that is killed resumes
     where it stopped: rows whose evaluation settings and weight files are unchanged are not evaluated again (changing
     only `metric`, `reduce`, `every_steps` or `include_final` re-scores the stored rows). Then the rows are scored
-    (`healtrl.recipes.score_row`), the best is chosen (`choose_best`: highest score, ties to the earliest step), and
+    (`score_row`), the best is chosen (`choose_best`: highest score, ties to the earliest step), and
     `checkpoint_eval.md` (table) and `best_checkpoint.json` are written; with `update_model_cards`, the model card
     (`README.md`) of the chosen folder gets a "Best checkpoint" section (and the run folder's card names the choice).
 
@@ -130,8 +311,6 @@ def evaluate_checkpoints(
         "files": {name: path}}`; each row holds `checkpoint`, `step`, `path`, `tasks` (per-task results as in
         `results.json`), `values` (the metric per task) and `score`.
     """
-    from healtrl import recipes
-
     rule = recipes.parse_best_checkpoint(rule)
     if rule.max_new_tokens is None:
         raise ValueError(
@@ -140,9 +319,9 @@ def evaluate_checkpoints(
         )
     run_dir = os.fspath(run_dir)
     output_dir = os.fspath(output_dir or run_dir)
-    found = recipes.find_checkpoints(run_dir, include_final=rule.include_final)
+    found = find_checkpoints(run_dir, include_final=rule.include_final)
     every = rule.every_steps
-    candidates = [c for c in found if c["checkpoint"] == recipes.FINAL or every is None or c["step"] % every == 0]
+    candidates = [c for c in found if c["checkpoint"] == FINAL or every is None or c["step"] % every == 0]
     skipped = [c["checkpoint"] for c in found if c not in candidates]
     if not candidates:
         saved = ", ".join(c["checkpoint"] for c in found) or "none"
@@ -155,7 +334,7 @@ def evaluate_checkpoints(
     procs = procs or Processes()
     progress = progress and procs.is_main
     os.makedirs(output_dir, exist_ok=True)
-    rows_path = os.path.join(output_dir, recipes.CHECKPOINT_ROWS)
+    rows_path = os.path.join(output_dir, CHECKPOINT_ROWS)
     key = _evaluation_key(rule, threshold, task_paths)
     stored = _read_rows(rows_path)
     differing = [row["checkpoint"] for row in stored if row.get("evaluation") != key]
@@ -171,7 +350,7 @@ def evaluate_checkpoints(
     evaluated = []
     for candidate in candidates:
         name, path = candidate["checkpoint"], candidate["path"]
-        signature = recipes.weights_signature(path)
+        signature = weights_signature(path)
         old = by_name.get(name)
         if old is not None and old.get("weights") == signature and old.get("step") == candidate["step"]:
             continue
@@ -230,11 +409,11 @@ def evaluate_checkpoints(
     rows = []
     for candidate in candidates:  # in step order; rows of folders that are gone or not candidates are left out
         row = dict(by_name[candidate["checkpoint"]])
-        row["score"], row["values"] = recipes.score_row(row, rule)
+        row["score"], row["values"] = score_row(row, rule)
         rows.append(row)
-    best = recipes.choose_best(rows)
-    table_path = os.path.join(output_dir, recipes.CHECKPOINT_TABLE)
-    best_path = os.path.join(output_dir, recipes.BEST_JSON)
+    best = choose_best(rows)
+    table_path = os.path.join(output_dir, CHECKPOINT_TABLE)
+    best_path = os.path.join(output_dir, BEST_JSON)
     summary = {
         "checkpoint": best["checkpoint"],
         "step": best["step"],
@@ -249,7 +428,7 @@ def evaluate_checkpoints(
     }
     if procs.is_main:
         with open(table_path, "w") as f:
-            f.write(recipes.render_checkpoint_table(rows, rule, best, run_dir))
+            f.write(render_checkpoint_table(rows, rule, best, run_dir))
         with open(best_path, "w") as f:
             json.dump(summary, f, indent=2)
             f.write("\n")

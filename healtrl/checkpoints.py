@@ -15,7 +15,7 @@ not mark its folder complete (`marker_problem`), and one rule holds wherever a m
 
 - where healtrl *discovers* checkpoints, it skips such a folder with a warning naming the marker file and what is
   wrong with it: `resume_from_checkpoint: true` / `latest` (`last_complete_checkpoint`) and the best-checkpoint
-  search of `healtrl eval --checkpoints` (`healtrl.recipes.find_checkpoints`);
+  search of `healtrl eval --checkpoints` (`healtrl.best_checkpoint.find_checkpoints`);
 - where the user *names* the checkpoint (`resume_from_checkpoint: <path>`), it refuses with a `ResumeError` naming
   the file (`resolve_resume_checkpoint`); `read_marker` raises the same error, so no caller meets a JSONDecodeError.
 

@@ -12,6 +12,7 @@ import contextlib
 import time
 from collections.abc import Sequence
 
+from healtrl._numbers import is_number
 from healtrl.evaluation import (
     DEFAULT_THRESHOLD,
     EvalResults,
@@ -21,7 +22,7 @@ from healtrl.evaluation import (
     summarise,
     tokenize_prompts,
 )
-from healtrl.generation import SamplingSettings, TransformersGenerator, _is_number
+from healtrl.generation import SamplingSettings, TransformersGenerator
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -105,7 +106,7 @@ class PeriodicEvalCallback(_callback_base()):
             get_task(name)  # an unknown name fails now, not after hours of training
         if not isinstance(every_n_steps, int) or every_n_steps < 1:
             raise ValueError(f"`every_n_steps` must be a positive integer, got {every_n_steps!r}.")
-        if not _is_number(threshold):
+        if not is_number(threshold):
             raise ValueError(f"`threshold` must be a finite number, got {threshold!r}.")
         self.every_n_steps = every_n_steps
         self.eval_on_start = eval_on_start
@@ -230,7 +231,7 @@ class PeriodicEvalCallback(_callback_base()):
         rule = self.best_rule
         if rule is None or state.global_step == 0 or any(t not in results.tasks for t in rule.tasks):
             return
-        from healtrl.recipes import metric_value
+        from healtrl.recipe_metrics import metric_value
 
         kind, j = rule.parsed_metric
         values = []

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from healtrl._distributed import Processes, interleave
+from healtrl._numbers import is_number
 from healtrl._prompts import is_conversational
 from healtrl._prompts import tokenize_prompts as _tokenize_prompts
 from healtrl.functional.evaluation import pass_at_k
@@ -48,7 +49,6 @@ from healtrl.generation import (
     SamplingSettings,
     TransformersGenerator,
     VLLMGenerator,
-    _is_number,
 )
 
 __all__ = [
@@ -284,7 +284,7 @@ def score_completions(
             raise ValueError(
                 f"The reward '{reward_name}' returned {len(rewards)} rewards for {len(texts)} completions."
             )
-        bad = [r for r in rewards if r is None or not _is_number(float(r))]
+        bad = [r for r in rewards if r is None or not is_number(float(r))]
         if bad:
             raise ValueError(
                 f"The reward '{reward_name}' returned {bad[0]!r} for a completion; evaluation needs a finite number for "
@@ -535,7 +535,7 @@ def evaluate(
         seed=seed,
         batch_size=batch_size,
     )
-    if not _is_number(threshold):
+    if not is_number(threshold):
         raise ValueError(f"`threshold` must be a finite number, got {threshold!r}.")
     if dtype not in ("auto", "float32", "bfloat16", "float16"):
         raise ValueError(f"`dtype` must be one of auto, float32, bfloat16, float16; got {dtype!r}.")

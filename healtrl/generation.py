@@ -39,11 +39,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ._distributed import Processes, interleave
+from ._numbers import is_number
 from ._prompts import eos_token_ids
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass
@@ -72,8 +69,8 @@ class SamplingSettings:
     def __post_init__(self):
         checks = [
             ("k", isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1, "a positive integer"),
-            ("temperature", _is_number(self.temperature) and self.temperature >= 0, "a number >= 0"),
-            ("top_p", _is_number(self.top_p) and 0 < self.top_p <= 1, "a number in (0, 1]"),
+            ("temperature", is_number(self.temperature) and self.temperature >= 0, "a number >= 0"),
+            ("top_p", is_number(self.top_p) and 0 < self.top_p <= 1, "a number in (0, 1]"),
             ("top_k", isinstance(self.top_k, int) and self.top_k >= 0, "an integer >= 0 (0: off)"),
             ("max_new_tokens", isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 1, "a positive integer"),
             ("seed", isinstance(self.seed, int), "an integer"),

@@ -22,7 +22,6 @@ inputs (see `healtrl.trainers.base.EntropyGRPOTrainer`).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import textwrap
@@ -30,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
+
+from healtrl._numbers import is_finite_number
 
 __all__ = [
     "CURVES_IMAGE",
@@ -128,14 +129,10 @@ def format_value(value: Any) -> str:
     return "`" + text.replace("|", "\\|").replace("`", "'") + "`"
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _first_and_last(history: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> tuple[str, list] | None:
     """(key, [(step, value), ...]) of the first key in `keys` with finite logged values, else None."""
     for key in keys:
-        points = [(entry.get("step"), float(entry[key])) for entry in history if _is_number(entry.get(key))]
+        points = [(entry.get("step"), float(entry[key])) for entry in history if is_finite_number(entry.get(key))]
         if points:
             return key, points
     return None
@@ -180,7 +177,7 @@ def _metric_order(metric: str) -> tuple:
 
 
 def eval_results_from_log_history(log_history: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The latest `eval/<task>/<metric>` values of a log history (logged by `healtrl.evaluation.PeriodicEvalCallback`).
+    """The latest `eval/<task>/<metric>` values of a log history (logged by `healtrl.eval_callback.PeriodicEvalCallback`).
 
     Args:
         log_history: `trainer.state.log_history`.
@@ -193,7 +190,7 @@ def eval_results_from_log_history(log_history: Sequence[Mapping[str, Any]]) -> d
     latest: dict[str, dict[str, Any]] = {}
     for entry in log_history:
         for key, value in entry.items():
-            if not key.startswith("eval/") or not _is_number(value):
+            if not key.startswith("eval/") or not is_finite_number(value):
                 continue
             task, _, metric = key[len("eval/") :].rpartition("/")
             if not task:
@@ -279,7 +276,7 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str], align: str | No
 
 
 def _percent(value: Any) -> str:
-    return f"{100 * value:.1f}" if _is_number(value) else "—"
+    return f"{100 * value:.1f}" if is_finite_number(value) else "—"
 
 
 def _eval_table(tasks: Mapping[str, Mapping[str, Any]], columns: Sequence[tuple[str, str]]) -> list[str]:
@@ -299,7 +296,7 @@ def _eval_table(tasks: Mapping[str, Mapping[str, Any]], columns: Sequence[tuple[
         row += [_percent(values.get(m)) for m in metrics]
         if has_length:
             length = values.get("mean_response_length")
-            row.append(f"{length:.1f}" if _is_number(length) else "—")
+            row.append(f"{length:.1f}" if is_finite_number(length) else "—")
         rows.append(row)
     return _table(rows, header)
 

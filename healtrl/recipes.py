@@ -31,77 +31,46 @@ paper_results:                   # one entry per reported number, in percent as 
 A run whose model or training data is that of no entry gets no comparison but an error naming both
 (`select_paper_rows`); `healtrl eval --compare_anyway` compares anyway and marks every row.
 
-Everything here is pure (parsing, validation, scoring, choosing, rendering, reading folders); the evaluation itself
-runs in `healtrl.best_checkpoint` (`evaluate_checkpoints`, `healtrl eval`).
-
-Metrics are computed from each task's per-problem correct counts `c` out of `k` samples: `avg@k` is the mean
-correctness (mean of c / k; equals the unbiased pass@1), `pass@j` the mean over problems of the unbiased estimator
-1 - C(k - c, j) / C(k, j) (Chen et al. 2021, eq. 1; `healtrl.functional.pass_at_k`), for any j <= k.
-
-Why this module is long: it is the schema of the paper-recipe fields (`best_checkpoint`, `paper_protocol`,
-`paper_results`) with their validation, and the two pure functions built on them (choosing the best checkpoint,
-the comparison with the paper's numbers); the checks name every field and its fix, which takes lines.
+The schema is here: the three fields' dataclasses, their parsing and validation, and the run's `config.yaml` that
+holds them (`read_run_config`, `run_config_for`). Built on it: the metrics (`healtrl.recipe_metrics`), the dry run's
+checks of a recipe (`healtrl.recipe_checks`), the comparison with the paper's numbers and its rendering
+(`healtrl.paper_comparison`), and the evaluation of a run's checkpoints by the rule (`healtrl.best_checkpoint`:
+checkpoint discovery, scoring, choosing, `healtrl eval --checkpoints`).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import re
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-import numpy as np
 import yaml
 
+from healtrl._numbers import is_finite_number, is_int
+from healtrl.recipe_metrics import check_metric_against_k, metric_key, metric_value, parse_metric
+
 __all__ = [
-    "BEST_JSON",
-    "CHECKPOINT_ROWS",
-    "CHECKPOINT_TABLE",
-    "COMPARISON_JSON",
-    "COMPARISON_MD",
+    "BYTES_PER_PARAMETER",
+    "CHECKPOINT_BOUNDS",
+    "CONFIG_FILE",
     "BestCheckpointRule",
     "PaperProtocol",
     "PaperResult",
-    "PaperRowMismatch",
-    "choose_best",
-    "compare_with_paper",
-    "find_checkpoints",
     "metric_value",
     "parse_best_checkpoint",
+    "parse_metric",
     "parse_paper_protocol",
     "parse_paper_results",
     "read_run_config",
-    "recipe_problems",
-    "render_checkpoint_table",
-    "render_comparison",
-    "score_row",
-    "select_paper_rows",
+    "run_config_for",
 ]
 
-CHECKPOINT_ROWS = "checkpoint_eval.jsonl"
-"""One JSON row per evaluated checkpoint, appended as each one finishes (what makes the evaluation resumable)."""
-CHECKPOINT_TABLE = "checkpoint_eval.md"
-BEST_JSON = "best_checkpoint.json"
-COMPARISON_MD = "paper_comparison.md"
-COMPARISON_JSON = "paper_comparison.json"
-RUN_CONFIG = "config.yaml"  # written by train.py into output_dir (healtrl.cli.CONFIG_FILE)
+CONFIG_FILE = "config.yaml"
+"""The run's config, written by train.py into its output_dir (`healtrl.cli.run`): the explicitly set keys."""
 CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
-FINAL = "final"
 REDUCTIONS = ("mean",)
-
-_METRIC = re.compile(r"^(avg|pass)@(k|\d+)$")
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_task(name, where: str) -> None:
@@ -113,56 +82,6 @@ def _check_task(name, where: str) -> None:
         get_task(name)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
-
-
-def parse_metric(metric, where: str) -> tuple[str, int | None]:
-    """`"avg@k"` -> ("avg", None); `"pass@4"` -> ("pass", 4); None stands for "the k of the task"."""
-    match = _METRIC.match(metric) if isinstance(metric, str) else None
-    if not match:
-        raise ValueError(
-            f"{where} must be 'avg@k', 'pass@k', 'pass@<j>' or 'avg@<k>' (e.g. 'pass@1', 'avg@32'), got {metric!r}."
-        )
-    kind, j = match.group(1), match.group(2)
-    if j == "k":
-        return kind, None
-    if int(j) < 1:
-        raise ValueError(f"{where}: {metric!r} needs a number of samples >= 1.")
-    return kind, int(j)
-
-
-def _check_metric_against_k(kind: str, j: int | None, k: int, where: str, k_key: str) -> None:
-    if j is None:
-        return
-    if kind == "avg" and j != k:
-        raise ValueError(
-            f"{where} is 'avg@{j}' but {k_key} is {k}: avg@ is the mean over all k samples. Set {k_key} to {j}, or "
-            "write the metric as 'avg@k'."
-        )
-    if kind == "pass" and j > k:
-        raise ValueError(
-            f"{where} is 'pass@{j}', which needs at least {j} samples per problem, but {k_key} is {k}. Set {k_key} "
-            f"to at least {j}, or use pass@j with j <= {k}."
-        )
-
-
-def metric_key(kind: str, j: int | None, k: int) -> str:
-    """The metric's name at sample count `k` (e.g. ("avg", None, 32) -> "avg@32", ("pass", None, 8) -> "pass@8")."""
-    return f"{kind}@{k if j is None else j}"
-
-
-def metric_value(correct: Sequence[int], k: int, kind: str, j: int | None = None) -> float:
-    """avg@k (mean of c / k) or the mean unbiased pass@j (j defaults to k) of per-problem correct counts, in [0, 1]."""
-    from healtrl.functional.evaluation import pass_at_k
-
-    counts = np.asarray(list(correct), dtype=np.int64)
-    if counts.size == 0:
-        return float("nan")
-    if kind == "avg":
-        return float(counts.mean() / k)
-    j = k if j is None else j
-    if j > k:
-        raise ValueError(f"pass@{j} needs at least {j} samples per problem; these results have k={k}.")
-    return float(np.mean(pass_at_k(k, counts, j)))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -248,21 +167,21 @@ class BestCheckpointRule:
         for task in self.tasks:
             k = self.k_of(task)
             k_key = f"{w}.k[{task}]" if isinstance(self.k, dict) else f"{w}.k"
-            if not _is_int(k) or k < 1:
+            if not is_int(k) or k < 1:
                 raise ValueError(f"{k_key} must be a positive number of samples per problem, got {k!r}.")
-            _check_metric_against_k(kind, j, k, f"{w}.metric", k_key)
+            check_metric_against_k(kind, j, k, f"{w}.metric", k_key)
         if self.reduce not in REDUCTIONS:
             raise ValueError(f"{w}.reduce must be one of {', '.join(REDUCTIONS)}, got {self.reduce!r}.")
         checks = [
-            ("temperature", _is_number(self.temperature) and self.temperature >= 0, "a number >= 0 (0: greedy)"),
-            ("top_p", _is_number(self.top_p) and 0 < self.top_p <= 1, "a number in (0, 1]"),
-            ("top_k", _is_int(self.top_k) and self.top_k >= 0, "an integer >= 0 (0: off)"),
-            ("seed", _is_int(self.seed), "an integer"),
+            ("temperature", is_finite_number(self.temperature) and self.temperature >= 0, "a number >= 0 (0: greedy)"),
+            ("top_p", is_finite_number(self.top_p) and 0 < self.top_p <= 1, "a number in (0, 1]"),
+            ("top_k", is_int(self.top_k) and self.top_k >= 0, "an integer >= 0 (0: off)"),
+            ("seed", is_int(self.seed), "an integer"),
             ("include_final", isinstance(self.include_final, bool), "true or false"),
         ]
         for name in ("max_new_tokens", "num_problems", "every_steps"):
             value = getattr(self, name)
-            checks.append((name, value is None or (_is_int(value) and value >= 1), "a positive integer or null"))
+            checks.append((name, value is None or (is_int(value) and value >= 1), "a positive integer or null"))
         checks.append(("split", self.split is None or isinstance(self.split, str), "a split name or null"))
         checks.append(("source", self.source is None or isinstance(self.source, str), "a text or null"))
         for name, ok, expected in checks:
@@ -421,12 +340,12 @@ class PaperProtocol:
                 PaperProtocol(**{key: value})  # the same checks as the paper's value
 
         checks = [
-            ("k", self.k is None or (_is_int(self.k) and self.k >= 1), "a positive integer or null"),
-            ("temperature", self.temperature is None or (_is_number(self.temperature) and self.temperature >= 0),
+            ("k", self.k is None or (is_int(self.k) and self.k >= 1), "a positive integer or null"),
+            ("temperature", self.temperature is None or (is_finite_number(self.temperature) and self.temperature >= 0),
              "a number >= 0 or null (not stated)"),
-            ("top_p", self.top_p is None or (_is_number(self.top_p) and 0 < self.top_p <= 1),
+            ("top_p", self.top_p is None or (is_finite_number(self.top_p) and 0 < self.top_p <= 1),
              "a number in (0, 1] or null (not stated)"),
-            ("max_new_tokens", self.max_new_tokens is None or (_is_int(self.max_new_tokens) and self.max_new_tokens >= 1),
+            ("max_new_tokens", self.max_new_tokens is None or (is_int(self.max_new_tokens) and self.max_new_tokens >= 1),
              "a positive integer or null (not stated)"),
             ("source", self.source is None or isinstance(self.source, str), "a text or null"),
             ("model", self.model is None or (isinstance(self.model, str) and self.model), "a model name or null"),
@@ -509,12 +428,12 @@ def parse_paper_results(
         if isinstance(entry, PaperResult):
             entry = asdict(entry)
         result = _build(PaperResult, entry, where)
-        if not _is_number(result.value) or not 0 <= result.value <= 100:
+        if not is_finite_number(result.value) or not 0 <= result.value <= 100:
             raise ValueError(
                 f"{where}.value must be the paper's number in percent (0-100), got {result.value!r}. Write it as "
                 "the paper prints it, e.g. 22.1 for 22.1%."
             )
-        if result.k is not None and (not _is_int(result.k) or result.k < 1):
+        if result.k is not None and (not is_int(result.k) or result.k < 1):
             raise ValueError(f"{where}.k must be a positive number of samples per problem, got {result.k!r}.")
         if result.table is not None and not isinstance(result.table, str):
             raise ValueError(f"{where}.table must be a text such as 'aer.txt Table 1, ...', got {result.table!r}.")
@@ -536,7 +455,7 @@ def parse_paper_results(
                 f"{where} has metric {result.metric!r} but no k: set {where}.k (samples per problem behind the "
                 "number) or paper_protocol.k."
             )
-        _check_metric_against_k(kind, j, result.k, f"{where}.metric", f"{where}.k")
+        check_metric_against_k(kind, j, result.k, f"{where}.metric", f"{where}.k")
         key = (
             result.benchmark,
             metric_key(kind, j, result.k),
@@ -563,159 +482,14 @@ BYTES_PER_PARAMETER = {"model": 2, "with_optimizer": 10}
 (8 more, fp32). An estimate: sharded or fp32 master weights write more."""
 
 
-def _parameters_from_name(name) -> float | None:
-    """Billions of parameters read from a model name (`Qwen/Qwen3-4B-Base` -> 4.0), or None."""
-    match = re.search(r"(?<![\d.])(\d+(?:\.\d+)?)[Bb](?![a-zA-Z])", str(name or ""))
-    return float(match.group(1)) if match else None
-
-
-def checkpoint_plan(script_args, trainer_args, model: str | None) -> tuple[list[str], list[str]]:
-    """(report lines, problems): the disk and evaluation cost of the checkpoints the run saves, and a problem per
-    bound of `CHECKPOINT_BOUNDS` it exceeds (unless `allow_large_checkpoint_plan`)."""
-    strategy = str(getattr(trainer_args.save_strategy, "value", trainer_args.save_strategy))
-    max_steps = getattr(trainer_args, "max_steps", -1) or -1
-    if strategy != "steps" or max_steps <= 0:
-        return [], []
-    save_steps = int(trainer_args.save_steps)
-    saves = max_steps // save_steps
-    limit = getattr(trainer_args, "save_total_limit", None)
-    keeps_best = validation_keeps_best(script_args, trainer_args)
-    kept = saves if not limit else min(saves, limit + (1 if keeps_best else 0))
-    billions = _parameters_from_name(model)
-    per_param = BYTES_PER_PARAMETER["model" if getattr(trainer_args, "save_only_model", False) else "with_optimizer"]
-    disk_tb = None if billions is None else kept * billions * per_param / 1000
-    rule = parse_best_checkpoint(getattr(script_args, "best_checkpoint", None))
-    text = f"{saves} saves (max_steps {max_steps} / save_steps {save_steps}), at most {kept} kept at once"
-    text += f" (save_total_limit {limit}{' + the best' if keeps_best else ''})" if limit else " (no save_total_limit)"
-    if disk_tb is not None:
-        text += (
-            f", ~{disk_tb:.2g} TB ({billions:g}B parameters x {per_param} bytes each per checkpoint: our estimate, "
-            "healtrl.recipes.BYTES_PER_PARAMETER)"
-        )
-    candidates = None
-    if rule is not None:
-        every = rule.every_steps or save_steps
-        candidates = min(kept, max_steps // every) if limit else max_steps // every
-        samples = ", ".join(f"{t} x {rule.k_of(t)}" for t in rule.tasks)
-        text += f"; healtrl eval --checkpoints: {candidates} candidates x ({samples}) samples per problem"
-    evaluated = getattr(script_args, "eval_tasks", None) or []
-    every_eval = getattr(script_args, "eval_every_steps", None)
-    if evaluated and every_eval:
-        text += (
-            f"; in training: {max_steps // every_eval} validations x {getattr(script_args, 'eval_k', 1)} samples per "
-            f"problem of {', '.join(evaluated)}"
-        )
-    problems = []
-    over = []
-    if disk_tb is not None and disk_tb > CHECKPOINT_BOUNDS["disk_tb"]:
-        over.append(f"~{disk_tb:.2g} TB of checkpoints kept at once (bound {CHECKPOINT_BOUNDS['disk_tb']:g} TB)")
-    if candidates is not None and candidates > CHECKPOINT_BOUNDS["checkpoints_to_evaluate"]:
-        over.append(f"{candidates} checkpoints to evaluate (bound {CHECKPOINT_BOUNDS['checkpoints_to_evaluate']})")
-    if over and not getattr(script_args, "allow_large_checkpoint_plan", False):
-        problems.append(
-            "the saved checkpoints exceed the plan's bounds (healtrl.recipes.CHECKPOINT_BOUNDS): "
-            + "; ".join(over)
-            + ". Raise save_steps, set save_total_limit with validation during training by the best-checkpoint rule "
-            "(eval_tasks, eval_every_steps = best_checkpoint.every_steps), or set `allow_large_checkpoint_plan: "
-            "true` to accept it."
-        )
-    elif over:
-        text += " (over the bounds: " + "; ".join(over) + "; allowed by allow_large_checkpoint_plan)"
-    return [f"checkpoint plan: {text}"], problems
-
-
-def validation_keeps_best(script_args, trainer_args=None) -> bool:
-    """Whether the run validates during training by its best-checkpoint rule: `best_checkpoint` is set, its tasks are
-    among `eval_tasks` and `eval_every_steps` is its `every_steps` (checkpoints are saved at that interval, as the
-    rule requires). `PeriodicEvalCallback(best_rule=...)` then records the best step, and `save_total_limit` may
-    bound the other checkpoints: transformers never deletes the best one."""
-    rule = parse_best_checkpoint(getattr(script_args, "best_checkpoint", None))
-    if rule is None or not set(rule.tasks) <= set(getattr(script_args, "eval_tasks", None) or []):
-        return False
-    if (getattr(script_args, "eval_split", None) or rule.split) != rule.split:
-        return False
-    return rule.every_steps is not None and getattr(script_args, "eval_every_steps", None) == rule.every_steps
-
-
-def recipe_problems(script_args, trainer_args=None, model: str | None = None) -> tuple[list[str], list[str]]:
-    """(report lines, problems) of a config's recipe fields, for `train.py --dry_run`.
-
-    A warning line: no `paper_results` entry belongs to the run's model (`model`) and training data (`dataset_name`),
-    so `healtrl eval` will refuse the comparison (`select_paper_rows`).
-
-    A problem: checkpoints are not saved at the interval the best-checkpoint rule validates at (`save_strategy` must
-    be `steps` with `save_steps` dividing `best_checkpoint.every_steps`), or `save_total_limit` deletes candidates.
-    """
-    lines, problems = [], []
-    rule = parse_best_checkpoint(getattr(script_args, "best_checkpoint", None))
-    if rule is not None:
-        lines.append(f"best checkpoint: {rule.describe()}")
-        if trainer_args is not None:
-            strategy = str(getattr(trainer_args.save_strategy, "value", trainer_args.save_strategy))
-            save_steps = trainer_args.save_steps
-            if strategy != "steps":
-                problems.append(
-                    f"best_checkpoint needs checkpoints to choose from, but save_strategy is '{strategy}'. Set "
-                    f"`save_strategy: steps` and `save_steps: {rule.every_steps or 'N'}`."
-                )
-            elif rule.every_steps is not None and (save_steps != int(save_steps) or rule.every_steps % int(save_steps)):
-                problems.append(
-                    f"best_checkpoint.every_steps is {rule.every_steps} but save_steps is {save_steps:g}: the "
-                    f"checkpoints at multiples of {rule.every_steps} steps are not all saved. Set `save_steps` to "
-                    f"{rule.every_steps} (or a divisor of it)."
-                )
-            limit = getattr(trainer_args, "save_total_limit", None)
-            if limit and not validation_keeps_best(script_args, trainer_args):
-                problems.append(
-                    f"save_total_limit is {limit}: transformers deletes older checkpoints, so the best-checkpoint rule "
-                    "cannot see them. Remove `save_total_limit` (or set it to null), or validate during training by "
-                    f"the rule (eval_tasks including {', '.join(rule.tasks)}, eval_every_steps {rule.every_steps}): "
-                    "the best checkpoint so far is then never deleted."
-                )
-            elif limit:
-                lines.append(
-                    f"checkpoints kept: the best by the in-training validation ({', '.join(rule.tasks)} every "
-                    f"{rule.every_steps} steps, eval_k {getattr(script_args, 'eval_k', None)}) and the "
-                    f"{limit} most recent (save_total_limit {limit}); healtrl eval --checkpoints chooses among them"
-                )
-    if trainer_args is not None:
-        plan_lines, plan_problems = checkpoint_plan(script_args, trainer_args, model)
-        lines += plan_lines
-        problems += plan_problems
-    protocol = parse_paper_protocol(getattr(script_args, "paper_protocol", None))
-    results = parse_paper_results(getattr(script_args, "paper_results", None), protocol)
-    if results:
-        keys = {k for r in results for k in (r.settings or {})}
-        settings = {k: getattr(trainer_args, k, getattr(script_args, k, None)) for k in keys}
-        run = {"model": model, "dataset": getattr(script_args, "dataset_name", None), "settings": settings}
-        matching = [r for r in results if not row_mismatches(r, run)]
-        benchmarks = list(dict.fromkeys(r.benchmark for r in matching or results))
-        count = f"{len(matching)} number{'s' if len(matching) != 1 else ''}"
-        if matching:
-            others = len(results) - len(matching)
-            lines.append(
-                f"paper results: {count} for this model, training data and settings on {', '.join(benchmarks)}"
-                + (f" ({others} more for other models, data or settings)" if others else "")
-            )
-        else:
-            mismatch = "; ".join(dict.fromkeys(m for r in results for m in row_mismatches(r, run)))
-            lines.append(
-                f"paper results: warning: none of the {len(results)} numbers belongs to this run ({mismatch}): "
-                "healtrl eval will refuse the comparison unless --compare_anyway"
-            )
-    if protocol is not None:
-        lines.append("paper protocol: " + _describe_protocol(asdict(protocol)))
-    return lines, problems
-
-
 # ----------------------------------------------------------------------------------------------------------------
-# Run folders and checkpoints
+# The run's config
 # ----------------------------------------------------------------------------------------------------------------
 def read_run_config(path: str | os.PathLike) -> dict[str, Any] | None:
     """The YAML config of a run (`<run dir>/config.yaml`, or a config file), or None when there is none."""
     path = os.fspath(path)
     if os.path.isdir(path):
-        path = os.path.join(path, RUN_CONFIG)
+        path = os.path.join(path, CONFIG_FILE)
     if not os.path.isfile(path):
         return None
     from healtrl._yamlfile import DuplicateKeyError, load_yaml
@@ -742,380 +516,7 @@ def run_config_for(model_path: str | os.PathLike) -> tuple[dict[str, Any] | None
     if re.fullmatch(rf"{CHECKPOINT_PREFIX}-\d+", os.path.basename(os.path.normpath(folder))):
         candidates.append(os.path.dirname(os.path.normpath(folder)))
     for candidate in candidates:
-        path = os.path.join(candidate, RUN_CONFIG)
+        path = os.path.join(candidate, CONFIG_FILE)
         if os.path.isfile(path):
             return read_run_config(path), path
     return None, None
-
-
-def _has_weights(folder: str) -> bool:
-    return any(os.path.isfile(os.path.join(folder, name)) for name in ("config.json", "adapter_config.json"))
-
-
-_MARKER = "healtrl_checkpoint.json"  # healtrl.checkpoints.MARKER_FILE: written last, once a checkpoint is complete
-# Files the Trainer writes into a checkpoint after the model: a folder holding one of them but no marker was cut short.
-_TRAINER_FILES = ("trainer_state.json", "optimizer.pt", "scheduler.pt", "training_args.bin")
-
-
-def _written_completely(path: str) -> bool:
-    """A model folder saved by hand (no trainer files) counts as complete; a trainer's checkpoint needs the marker."""
-    names = set(os.listdir(path))
-    if _MARKER in names:
-        return True
-    return not any(n in names or n.startswith("rng_state") for n in _TRAINER_FILES)
-
-
-def _corrupt_marker(path: str) -> str | None:
-    """What is wrong with the completion marker of a checkpoint folder that has one; None when it is readable or
-    absent (`healtrl.checkpoints.marker_problem`)."""
-    from healtrl.checkpoints import marker_problem
-
-    problem = marker_problem(path)
-    return None if problem in (None, "missing") else problem
-
-
-def find_checkpoints(run_dir: str | os.PathLike, include_final: bool = False) -> list[dict[str, Any]]:
-    """The saved models of a training run, by step: `{"checkpoint": "checkpoint-N", "step": N, "path"}` for every
-    `checkpoint-N` folder holding a model (`config.json`) or adapter (`adapter_config.json`), then, with
-    `include_final`, the run folder's own final model as `{"checkpoint": "final", "step": <last logged step or None>}`.
-
-    Raises:
-        ValueError: the run folder does not exist, or `include_final` is set and it holds no model.
-    """
-    run_dir = os.fspath(run_dir)
-    if not os.path.isdir(run_dir):
-        raise ValueError(f"Run folder {run_dir!r} does not exist. Pass the output_dir of a training run.")
-    found = []
-    for name in os.listdir(run_dir):
-        match = re.fullmatch(rf"{CHECKPOINT_PREFIX}-(\d+)", name)
-        path = os.path.join(run_dir, name)
-        if match and os.path.isdir(path) and _has_weights(path):
-            corrupt = _corrupt_marker(path)
-            if corrupt is not None:  # discovery skips a corrupt marker with a warning (healtrl.checkpoints)
-                warnings.warn(
-                    f"{os.path.join(path, _MARKER)} is corrupt: {corrupt}. {path} is not evaluated: its completion "
-                    "cannot be confirmed. Pass it to `healtrl eval --model` to evaluate it anyway.",
-                    UserWarning,
-                    stacklevel=2,
-                )
-                continue
-            if not _written_completely(path):
-                warnings.warn(
-                    f"{path} was written by a trainer but has no completion marker ({_MARKER}): a checkpoint cut short "
-                    "by a kill, or one written before healtrl marked complete checkpoints. It is not evaluated; pass it "
-                    "to `healtrl eval --model` to evaluate it anyway.",
-                    UserWarning,
-                    stacklevel=2,
-                )
-                continue
-            found.append({"checkpoint": name, "step": int(match.group(1)), "path": path})
-    found.sort(key=lambda c: c["step"])
-    if include_final:
-        if not _has_weights(run_dir):
-            raise ValueError(
-                f"include_final is set but {run_dir} holds no final model (no config.json / adapter_config.json; "
-                "save_final_model false, or the run did not finish). Drop include_final."
-            )
-        found.append({"checkpoint": FINAL, "step": _last_logged_step(run_dir), "path": run_dir})
-    return found
-
-
-def _last_logged_step(run_dir: str) -> int | None:
-    path = os.path.join(run_dir, "metrics.jsonl")
-    if not os.path.isfile(path):
-        return None
-    step = None
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                value = json.loads(line).get("step")
-                step = value if _is_int(value) else step
-    return step
-
-
-def weights_signature(path: str) -> list:
-    """(name, size, mtime_ns) of the weight files of a model folder: a stored row is reused only while they match."""
-    names = sorted(
-        n
-        for n in os.listdir(path)
-        if n.endswith((".safetensors", ".bin", ".pt")) and os.path.isfile(os.path.join(path, n))
-    )
-    signature = []
-    for name in names:
-        stat = os.stat(os.path.join(path, name))
-        signature.append([name, stat.st_size, stat.st_mtime_ns])
-    return signature
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Scoring and choosing
-# ----------------------------------------------------------------------------------------------------------------
-def score_row(row: Mapping[str, Any], rule: BestCheckpointRule) -> tuple[float, dict[str, float]]:
-    """(score, {task: value}) of a checkpoint row under the rule: the metric per task, reduced over the tasks."""
-    kind, j = rule.parsed_metric
-    values = {}
-    for task in rule.tasks:
-        record = row["tasks"][task]
-        values[task] = metric_value(record["correct"], record["k"], kind, j)
-    return float(np.mean(list(values.values()))), values
-
-
-def choose_best(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    """The row with the highest `score`; ties go to the earliest step (the final model, without a step, last)."""
-    if not rows:
-        raise ValueError("No evaluated checkpoint to choose from.")
-
-    def key(row):
-        step = row.get("step")
-        return (-row["score"], math.inf if step is None else step, row["checkpoint"] == FINAL)
-
-    return min(rows, key=key)
-
-
-def render_checkpoint_table(rows: Sequence[Mapping[str, Any]], rule: BestCheckpointRule, best, run_dir: str) -> str:
-    """Markdown: the rule, then one row per checkpoint (the metric per task and the score in %), the best marked."""
-    lines = [
-        f"# Checkpoints of `{run_dir}`",
-        "",
-        f"Best checkpoint: **{best['checkpoint']}**"
-        + (f" (step {best['step']})" if best.get("step") is not None else "")
-        + f", score {100 * best['score']:.2f}.",
-        "",
-        f"Rule: {rule.describe()}. Scores in %.",
-        "",
-    ]
-    header = ["checkpoint", "step", *[f"{t} {metric_key(*rule.parsed_metric, rule.k_of(t))}" for t in rule.tasks]]
-    header += [f"score ({rule.reduce})", "best"]
-    lines += ["| " + " | ".join(header) + " |", "|---|---:|" + "---:|" * (len(rule.tasks) + 1) + "---|"]
-    for row in rows:
-        cells = [f"`{row['checkpoint']}`", "" if row.get("step") is None else str(row["step"])]
-        cells += [f"{100 * row['values'][t]:.2f}" for t in rule.tasks]
-        cells += [f"{100 * row['score']:.2f}", "**best**" if row["checkpoint"] == best["checkpoint"] else ""]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Your run vs the paper
-# ----------------------------------------------------------------------------------------------------------------
-def _describe_protocol(settings: Mapping[str, Any], ks: Sequence[int] = ()) -> str:
-    ours = settings.get("ours") or {}
-
-    def show(key):
-        value = settings.get(key)
-        if value is None:
-            return "not stated" + (f" (ours: {ours[key]})" if ours.get(key) is not None else "")
-        return f"{value:g}" if isinstance(value, float) else str(value)
-
-    k_values = sorted(set(ks)) or ([settings["k"]] if settings.get("k") is not None else [])
-    k_text = ", ".join(str(k) for k in k_values) if k_values else "not stated"
-    text = (
-        f"k={k_text}, temperature={show('temperature')}, top_p={show('top_p')}, max_new_tokens={show('max_new_tokens')}"
-    )
-    return text + (f" ({settings['source']})" if settings.get("source") else "")
-
-
-def _your_tasks(results: Sequence[Mapping[str, Any]]) -> dict[str, tuple[Mapping, Mapping]]:
-    """task -> (its record, the settings it was sampled with), over several `results.json` contents."""
-    out = {}
-    for data in results:
-        settings = data.get("settings") or {}
-        for task, record in (data.get("tasks") or {}).items():
-            if task in out:
-                raise ValueError(f"Task '{task}' appears in two evaluation results; pass each task's results once.")
-            out[task] = (record, settings)
-    return out
-
-
-class PaperRowMismatch(ValueError):
-    """The run's model or training data is not those of any `paper_results` entry: no comparison is written."""
-
-
-def _same(run_value, paper_value) -> bool:
-    if paper_value is None or run_value is None:
-        return True
-    return str(run_value).rstrip("/") == str(paper_value).rstrip("/")
-
-
-def row_mismatches(entry: PaperResult, run: Mapping[str, Any] | None) -> list[str]:
-    """How the run (`{"model", "dataset"}`, from its config's model_name_or_path and dataset_name) differs from the
-    model and training data of a paper number: e.g. ["model Qwen/Qwen3-8B-Base vs the paper's Qwen/Qwen3-4B-Base"]."""
-    if run is None:
-        return []
-    out = []
-    for key in ("model", "dataset"):
-        if not _same(run.get(key), getattr(entry, key)):
-            out.append(f"{key} {run.get(key)} vs the paper's {getattr(entry, key)}")
-    values = run.get("settings")
-    for key, value in (entry.settings or {}).items():
-        if values is None or key not in values or values[key] is None:
-            continue  # the run's value is not known: not compared
-        if values[key] != value:
-            out.append(f"{key} {values[key]} vs the paper's {value}")
-    return out
-
-
-def select_paper_rows(
-    paper_results: Sequence[PaperResult],
-    run: Mapping[str, Any] | None,
-    *,
-    allow_mismatch: bool = False,
-    override: str = "--compare_anyway",
-) -> list[PaperResult]:
-    """The paper numbers that belong to the run's model and training data.
-
-    Args:
-        paper_results: The parsed `paper_results` (each entry's `model` / `dataset` filled from `paper_protocol`).
-        run: `{"model", "dataset"}` of the run (its config's `model_name_or_path` and `dataset_name`); None when
-            unknown (a model that is not a `train.py` run folder): every entry is kept.
-        allow_mismatch: When no entry matches, keep them all instead of raising (`compare_with_paper(run=...)` then
-            marks each row's differences).
-        override: How the user sets `allow_mismatch`, quoted in the error.
-
-    Raises:
-        PaperRowMismatch: no entry has the run's model and training data (and not `allow_mismatch`); the message names
-            the run's and the paper's.
-    """
-    if run is None:
-        return list(paper_results)
-    matching = [e for e in paper_results if not row_mismatches(e, run)]
-    if matching or not paper_results or allow_mismatch:
-        return matching or list(paper_results)
-    rows = sorted({(e.model, e.dataset) for e in paper_results}, key=str)
-    paper = "; ".join(f"model {m or 'not stated'}, training data {d or 'not stated'}" for m, d in rows)
-    differences = "; ".join(dict.fromkeys(m for e in paper_results for m in row_mismatches(e, run)))
-    raise PaperRowMismatch(
-        f"the run's model {run.get('model')} and training data {run.get('dataset')} are not those of the paper's "
-        f"numbers in this recipe ({paper}), or its settings differ ({differences}), so no comparison is made: the "
-        "numbers belong to another row of the paper. Add that row's numbers to paper_results (entries with their own `model` / `dataset`) or pass a "
-        f"recipe that has them with --compare_paper, or pass {override} to compare anyway (the table marks every "
-        "row)."
-    )
-
-
-def compare_with_paper(
-    paper_results: Sequence[PaperResult],
-    protocol: PaperProtocol | None,
-    results: Sequence[Mapping[str, Any]],
-    run: Mapping[str, Any] | None = None,
-) -> list[dict[str, Any]]:
-    """One comparison row per paper number: yours (from `results.json` contents of `healtrl eval`), the paper's, the
-    difference in percentage points, and the protocol differences.
-
-    Args:
-        paper_results: The paper's numbers (`parse_paper_results`).
-        protocol: The paper's decoding protocol (`parse_paper_protocol`); None: not stated.
-        results: One or more `EvalResults.to_dict()` / `results.json` contents.
-        run: `{"model", "dataset"}` of the evaluated run: a number of another model or training data is marked
-            (select the rows first with `select_paper_rows`, which refuses such a comparison unless asked).
-
-    Returns:
-        Rows `{"benchmark", "metric", "paper_k", "your_k", "yours", "paper", "difference", "mismatches", "table",
-        "model", "dataset"}` (the paper number's model and training data);
-        `yours` and `difference` are None when the benchmark was not evaluated or your k is too small for the metric.
-        `mismatches` lists each protocol setting that differs ("k 8 vs 32"); settings the paper does not state are
-        listed as "temperature not stated by the paper".
-    """
-    protocol = protocol or PaperProtocol()
-    yours = _your_tasks(results)
-    rows = []
-    for entry in paper_results:
-        kind, j = parse_metric(entry.metric, "metric")
-        row = {
-            "benchmark": entry.benchmark,
-            "metric": entry.label,
-            "paper_k": entry.k,
-            "your_k": None,
-            "paper": float(entry.value),
-            "yours": None,
-            "difference": None,
-            "mismatches": row_mismatches(entry, run),
-            "table": entry.table,
-            "model": entry.model,
-            "dataset": entry.dataset,
-        }
-        found = yours.get(entry.benchmark)
-        if found is None:
-            row["mismatches"].append("not evaluated")
-            rows.append(row)
-            continue
-        record, settings = found
-        your_k = int(record.get("k", settings.get("k")))
-        row["your_k"] = your_k
-        # avg@k estimates the same quantity at any k (the mean correctness); pass@j needs j samples.
-        j = (entry.k if j is None else j) if kind == "pass" else None
-        if j is not None and your_k < j:
-            row["mismatches"].append(f"k {your_k} < {j}: pass@{j} cannot be estimated")
-        else:
-            row["yours"] = 100 * metric_value(record["correct"], your_k, kind, j)
-            row["difference"] = row["yours"] - row["paper"]
-        if your_k != entry.k:
-            row["mismatches"].append(f"k {your_k} vs {entry.k}")
-        for key in ("temperature", "top_p", "max_new_tokens"):
-            paper_value, your_value = getattr(protocol, key), settings.get(key)
-            if paper_value is None:
-                ours = (protocol.ours or {}).get(key)
-                row["mismatches"].append(
-                    f"{key} not stated by the paper" + (f" (ours: {ours})" if ours is not None else "")
-                )
-            elif your_value is None or not math.isclose(float(your_value), float(paper_value)):
-                row["mismatches"].append(f"{key} {your_value} vs {paper_value}")
-        rows.append(row)
-    return rows
-
-
-def render_comparison(
-    rows: Sequence[Mapping[str, Any]],
-    protocol: PaperProtocol | None,
-    results: Sequence[Mapping[str, Any]],
-    title: str = "Your run vs the paper",
-    model: str | None = None,
-    run: Mapping[str, Any] | None = None,
-) -> str:
-    """Markdown: both protocols above a table of benchmark, metric, yours, the paper's, the difference, and a protocol
-    column that flags every mismatch (⚠) or says `same`."""
-    protocol = protocol or PaperProtocol()
-    your_settings = [dict(data.get("settings") or {}) for data in results]
-    your_ks = [int(r["your_k"]) for r in rows if r["your_k"] is not None]
-    lines = [f"# {title}", ""]
-    if model:
-        lines += [f"Model: `{model}`.", ""]
-    paper_rows = sorted({(r.get("model"), r.get("dataset")) for r in rows}, key=str)
-    if any(m or d for m, d in paper_rows):
-        lines.append(
-            "- Paper's model and training data: "
-            + "; ".join(f"{m or 'not stated'}, {d or 'not stated'}" for m, d in paper_rows)
-        )
-        if run is None:
-            lines.append("- Yours: not a train.py run folder, so its model and training data are not checked")
-        else:
-            lines.append(f"- Yours: {run.get('model')}, {run.get('dataset')}")
-    lines.append(f"- Paper protocol: {_describe_protocol(asdict(protocol), [r['paper_k'] for r in rows])}")
-    for settings in your_settings or [{}]:
-        lines.append(f"- Your protocol: {_describe_protocol({**settings, 'source': None}, your_ks)}")
-    tables = list(dict.fromkeys(r["table"] for r in rows if r["table"]))
-    one_table = len(tables) <= 1 and all(r["table"] for r in rows)
-    if one_table and tables:
-        lines.append(f"- Paper's numbers: {tables[0]}")
-    lines += [
-        "",
-        "Scores in %; difference = yours - paper's, in percentage points. Protocol: `same`, or ⚠ with each setting "
-        "that differs (yours vs the paper's) or that the paper does not state.",
-        "",
-    ]
-    header = ["benchmark", "metric", "yours", "paper", "difference", "protocol"] + ([] if one_table else ["source"])
-    lines += ["| " + " | ".join(header) + " |", "|---|---|---:|---:|---:|---|" + ("" if one_table else "---|")]
-    for row in rows:
-        cells = [
-            row["benchmark"],
-            row["metric"],
-            "—" if row["yours"] is None else f"{row['yours']:.1f}",
-            f"{row['paper']:.1f}",
-            "—" if row["difference"] is None else f"{row['difference']:+.1f}",
-            "same" if not row["mismatches"] else "⚠ " + "; ".join(row["mismatches"]),
-        ]
-        if not one_table:
-            cells.append(row["table"] or "")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"

@@ -81,10 +81,10 @@ def install(spec: str) -> None:
 
         GRPOTrainer._generate = generate
     elif point == "select_write":
-        from healtrl import selection
+        from healtrl import selection_data
 
         calls = [0]
-        original = selection._RecordStore.append
+        original = selection_data.RecordStore.append
 
         def append(self, records):
             calls[0] += 1
@@ -99,7 +99,7 @@ def install(spec: str) -> None:
                 _die()
             original(self, records)
 
-        selection._RecordStore.append = append
+        selection_data.RecordStore.append = append
     else:
         original = GRPOTrainer.training_step
         calls = [0]

@@ -287,7 +287,7 @@ def test_corrupt_marker_is_skipped_when_discovering_the_latest(tmp_path, capsys)
 
 
 def test_corrupt_marker_is_skipped_by_the_best_checkpoint_search(tmp_path):
-    from healtrl.recipes import find_checkpoints
+    from healtrl.best_checkpoint import find_checkpoints
 
     good = checkpoint(tmp_path, 10, GOOD)
     bad = checkpoint(tmp_path, 20, "not json")

@@ -20,7 +20,7 @@ A training run parses the config (`healtrl.cli.config`), resolves the model name
 * `curves.png`: entropy and reward against the step, drawn by the trainer (`save_curves`) with its model card,
 * `config.yaml`: the explicitly set keys, which reproduce the run with `--config`.
 
-With `eval_tasks` set, `healtrl.evaluation.PeriodicEvalCallback` evaluates the policy on those tasks every
+With `eval_tasks` set, `healtrl.eval_callback.PeriodicEvalCallback` evaluates the policy on those tasks every
 `eval_every_steps` steps and logs `eval/<task>/avg@k` and `eval/<task>/pass@j` with the training metrics.
 
 Data hygiene (`healtrl.hygiene`): before training, the prompts of the evaluation data (`eval_tasks` with
@@ -51,14 +51,16 @@ from __future__ import annotations
 
 import sys
 
-from ._checks import _check_model, _sample  # noqa: F401
-from ._common import CONFIG_FILE, CURVES_FILE, METRICS_FILE, _error, _is_main_process, configure_threads  # noqa: F401
-from ._run_data import _datasets_to_check, apply_train_repeats, resolve_train_repeats  # noqa: F401
-from .dry_run import _DryRun, _environment_adjust, dry_run  # noqa: F401
-from .run import _load_data, _load_tokenizer, _model_init_kwargs, run_training  # noqa: F401
-from .train import train_main  # noqa: F401
+from ._common import CONFIG_FILE, CURVES_FILE, METRICS_FILE, _error, configure_threads
+from ._run_data import apply_train_repeats, resolve_train_repeats
+from .dry_run import dry_run
+from .run import run_training
+from .train import train_main
 
 __all__ = [
+    "CONFIG_FILE",
+    "CURVES_FILE",
+    "METRICS_FILE",
     "apply_train_repeats",
     "configure_threads",
     "dry_run",
@@ -105,8 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         from .inspect import inspect_main
 
         return inspect_main(rest, prog="healtrl inspect")
-    if command in SUBCOMMANDS:
-        return _error(f"`healtrl {command}` is not available yet. Available now: `healtrl train`.")
     import difflib
 
     close = difflib.get_close_matches(command, list(SUBCOMMANDS), n=1)

@@ -7,9 +7,20 @@ import argparse
 import os
 import sys
 
+from healtrl.recipes import CONFIG_FILE
+
+__all__ = [
+    "CONFIG_FILE",
+    "CURVES_FILE",
+    "METRICS_FILE",
+    "RaisingParser",
+    "StoreOnce",
+    "UsageError",
+    "configure_threads",
+]
+
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "curves.png"
-CONFIG_FILE = "config.yaml"
 
 
 def _is_main_process() -> bool:

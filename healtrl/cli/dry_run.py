@@ -455,7 +455,7 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
             f"{', '.join(script_args.eval_tasks)}: avg@{script_args.eval_k} and pass@k every "
             f"{script_args.eval_every_steps} steps (the tasks load from their sources when the run starts)",
         )
-    from healtrl.recipes import recipe_problems
+    from healtrl.recipe_checks import recipe_problems
 
     # the fields were validated by ScriptArguments
     recipe_lines, recipe_issues = recipe_problems(script_args, args, model=model_args.model_name_or_path)

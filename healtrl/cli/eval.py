@@ -210,9 +210,9 @@ def _run_identity(model: str | None) -> dict[str, Any] | None:
 def _paper_recipe(args, model: str | None) -> tuple[list, Any, str | None]:
     """(paper_results, paper_protocol, config path) from --compare_paper, else from the config.yaml of the model's
     run (a local run folder or one of its checkpoint-N folders); ([], None, None) when neither names any. The numbers
-    are those of the run's model and training data (`recipes.select_paper_rows`: a ValueError naming both when none
-    is, unless --compare_anyway)."""
-    from healtrl import recipes
+    are those of the run's model and training data (`paper_comparison.select_paper_rows`: a ValueError naming
+    both when none is, unless --compare_anyway)."""
+    from healtrl import paper_comparison, recipes
 
     if args.config is not None:
         config, path = recipes.read_run_config(args.config), args.config
@@ -227,7 +227,7 @@ def _paper_recipe(args, model: str | None) -> tuple[list, Any, str | None]:
     try:
         protocol = recipes.parse_paper_protocol(config.get("paper_protocol"))
         results = recipes.parse_paper_results(config.get("paper_results"), protocol)
-        results = recipes.select_paper_rows(
+        results = paper_comparison.select_paper_rows(
             results, _run_identity(model), allow_mismatch=bool(getattr(args, "compare_anyway", False))
         )
     except ValueError as exc:
@@ -236,16 +236,16 @@ def _paper_recipe(args, model: str | None) -> tuple[list, Any, str | None]:
 
 
 def _write_comparison(output_dir: str, paper, protocol, results: Sequence[dict], model: str | None, source) -> str:
-    from healtrl import recipes
+    from healtrl import paper_comparison
 
     run = _run_identity(model)
-    rows = recipes.compare_with_paper(paper, protocol, results, run=run)
+    rows = paper_comparison.compare_with_paper(paper, protocol, results, run=run)
     title = "Your run vs the paper" + (f" ({os.path.basename(source)})" if source else "")
     os.makedirs(output_dir, exist_ok=True)
-    md_path = os.path.join(output_dir, recipes.COMPARISON_MD)
+    md_path = os.path.join(output_dir, paper_comparison.COMPARISON_MD)
     with open(md_path, "w") as f:
-        f.write(recipes.render_comparison(rows, protocol, results, title=title, model=model, run=run))
-    with open(os.path.join(output_dir, recipes.COMPARISON_JSON), "w") as f:
+        f.write(paper_comparison.render_comparison(rows, protocol, results, title=title, model=model, run=run))
+    with open(os.path.join(output_dir, paper_comparison.COMPARISON_JSON), "w") as f:
         json.dump({"config": source, "protocol": asdict(protocol) if protocol else None, "rows": rows}, f, indent=2)
         f.write("\n")
     return md_path
@@ -408,7 +408,7 @@ def _checkpoints_main(args, prog: str) -> int:
         return _report(["--model and --checkpoints exclude each other: --checkpoints evaluates the run's own folders."])
     if not os.path.isdir(run_dir):
         return _report([f"--checkpoints {run_dir}: no such folder (pass the output_dir of a training run)."])
-    config_path = args.config or os.path.join(run_dir, recipes.RUN_CONFIG)
+    config_path = args.config or os.path.join(run_dir, recipes.CONFIG_FILE)
     try:
         config = recipes.read_run_config(config_path) or {}
     except ValueError as exc:

@@ -110,10 +110,11 @@ def summarize(histories: dict[str, list[dict]], window: int = SUMMARY_WINDOW) ->
 
 def _select(output_dir: str) -> None:
     from healtrl.selection import select_general_data
+    from healtrl.selection_config import SelectionConfig
 
     options: dict[str, Any] = load_yaml(MAIN_SELECT_YAML)
     options["output_dir"] = output_dir
-    select_general_data(**options, progress=True)
+    select_general_data(SelectionConfig(**options), progress=True)
 
 
 def _layout(argv: list[str]) -> tuple[str, list[str], bool]:

@@ -251,7 +251,8 @@ def periodic_eval_callback(script_args, trainer_args, trainer=None):
 
 def _best_rule_to_track(script_args):
     """The best-checkpoint rule the periodic evaluation scores (so that save_total_limit keeps the best checkpoint),
-    when the run validates by it (`healtrl.recipes.validation_keeps_best`); else None."""
-    from healtrl.recipes import parse_best_checkpoint, validation_keeps_best
+    when the run validates by it (`healtrl.recipe_checks.validation_keeps_best`); else None."""
+    from healtrl.recipe_checks import validation_keeps_best
+    from healtrl.recipes import parse_best_checkpoint
 
     return parse_best_checkpoint(script_args.best_checkpoint) if validation_keeps_best(script_args) else None

@@ -1,24 +1,25 @@
 """`healtrl select`: HEAL's general-domain data selection from the command line or a YAML config (`--config`),
-with `--dry_run`. The selection itself is `healtrl.selection.select_general_data`."""
+with `--dry_run`. The options are the fields of `healtrl.selection_config.SelectionConfig` (one option per field, with
+its help and default), plus `--config`, `--no_progress` and `--dry_run`; the selection itself is
+`healtrl.selection.select_general_data`."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from dataclasses import fields
 
 from healtrl._distributed import processes
-from healtrl.selection import (
-    _SETTING_CHECKS,
+from healtrl.selection import select_general_data
+from healtrl.selection_config import SelectionConfig, SelectionError, option_type
+from healtrl.selection_data import (
     INDEX_COLUMN,
     SCORE_COLUMNS,
     SELECTED_DIR,
-    SelectionError,
-    _check_settings,
-    _pool_indices,
-    _PromptBuilder,
-    _reward_arguments,
-    select_general_data,
+    PromptBuilder,
+    pool_indices,
+    reward_arguments,
 )
 
 from ._common import RaisingParser, StoreOnce, UsageError
@@ -37,37 +38,13 @@ def _build_parser(prog: str) -> RaisingParser:
     p.add_argument(
         "--config", action=StoreOnce, help="YAML file of option: value pairs (names as below); command-line options win"
     )
-    p.add_argument("--model", help="model path, Hub id, healtrl-toy/... or healtrl-offline/... name (required)")
-    p.add_argument("--dataset", help="pool: toy name, local file/folder or Hub id (required)")
-    p.add_argument("--dataset_config", help="Hub dataset configuration")
-    p.add_argument("--split", default="train", help="split of the pool")
-    p.add_argument("--prompt_column", help="column with the prompt used as it is (default: prompt)")
-    p.add_argument("--question_column", help="column with a plain question, sent as one user message")
-    p.add_argument("--prompt_template", help="format string over the row's columns, e.g. '{question}\\n\\n{choices}'")
-    p.add_argument("--raw_prompt", action="store_true", help="send question/template text without the chat template")
-    p.add_argument("--answer_column", help="column with the verifiable answer (passed under the reward's name)")
-    p.add_argument("--reward", help="reward name (healtrl.data.REWARD_FUNCS) or dotted import path (required)")
-    p.add_argument("--correct_threshold", type=float, default=0.5, help="reward > this counts as correct")
-    p.add_argument("--num_rollouts", type=int, default=8, help="rollouts per question, N (paper: 8)")
-    p.add_argument("--top_k", type=int, default=384, help="questions kept, K (paper: 384)")
-    p.add_argument("--top_fraction", type=float, default=0.2, help="share of highest-entropy tokens in Diversity")
-    p.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (paper: 0.7 for Qwen3)")
-    p.add_argument("--top_p", type=float, default=1.0, help="nucleus sampling (1.0: off)")
-    p.add_argument("--max_new_tokens", type=int, default=3072, help="longest completion (paper: 3072)")
-    p.add_argument("--batch_size", type=int, default=4, help="questions per generation batch")
-    p.add_argument("--forward_batch_size", type=int, help="sequences per entropy forward (default: whole batch)")
-    p.add_argument("--seed", type=int, default=0, help="seed of sampling and of the --max_questions subset")
-    p.add_argument("--max_questions", type=int, help="score a random subset of this many questions")
-    p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
-    p.add_argument("--device", help="torch device (default: cuda when available, else cpu)")
-    p.add_argument("--use_vllm", action="store_true", help="sample with vLLM (pip install healtrl[vllm])")
-    p.add_argument("--vllm_gpu_memory_utilization", type=float, default=0.5, help="GPU memory share of vLLM")
-    p.add_argument("--vllm_max_model_len", type=int, help="vLLM context length (default: the model's)")
-    p.add_argument("--output_dir", help="folder for records and the selected dataset (required)")
-    p.add_argument("--overwrite", action="store_true", help="discard earlier results in --output_dir")
-    p.add_argument("--push_to_hub", action="store_true", help="push the selection to --hub_dataset_id")
-    p.add_argument("--hub_dataset_id", help="Hub dataset repository for the selection (pushes when given)")
-    p.add_argument("--hub_private", action="store_true", help="make the Hub repository private")
+    for option in fields(SelectionConfig):  # the settings: one option per field, its help and default
+        kind = option_type(option.name)
+        flag, default, text = f"--{option.name}", option.default, option.metadata["help"]
+        if kind is bool:
+            p.add_argument(flag, action="store_true", default=default, help=text)
+        else:
+            p.add_argument(flag, type=kind, default=default, help=text)
     p.add_argument("--no_progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--dry_run",
@@ -135,7 +112,7 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
     pool size (toy and local pools). Hub-only pools are reported as "not checked".
 
     Args:
-        options: The parsed options of `healtrl select` (names as `select_general_data`'s arguments).
+        options: The parsed options of `healtrl select` (names as `SelectionConfig`'s fields).
         config_path: The `--config` file, named in the report.
         file: Where the report goes (default stdout); problems go to stderr.
 
@@ -151,7 +128,7 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
     report = _DryRun()
     o = dict(options)
     try:
-        _check_settings(**{k: o.get(k) for k in _SETTING_CHECKS})
+        SelectionConfig(**{option.name: o.get(option.name) for option in fields(SelectionConfig)}).check()
     except SelectionError as exc:
         report.problems.append(str(exc))
     model, dataset, reward = o.get("model"), o.get("dataset"), o.get("reward")
@@ -177,7 +154,7 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
         text = f"{label}: {how}"
         if sample is not None and len(sample):
             try:
-                build = _PromptBuilder(
+                build = PromptBuilder(
                     sample.column_names,
                     o.get("prompt_column"),
                     o.get("question_column"),
@@ -185,7 +162,7 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
                     bool(o.get("raw_prompt")),
                 )
                 build(sample[0])
-                _, mapping = _reward_arguments(sample, reward, o.get("answer_column")) if reward else (None, {})
+                _, mapping = reward_arguments(sample, reward, o.get("answer_column")) if reward else (None, {})
                 clashes = [c for c in (*SCORE_COLUMNS, INDEX_COLUMN) if c in sample.column_names]
                 if clashes:
                     raise SelectionError(
@@ -200,7 +177,7 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
         if is_toy_dataset(dataset) or os.path.exists(os.path.expanduser(dataset)):
             try:
                 size = len(load_train_dataset(dataset, o.get("dataset_config"), split=split, seed=seed))
-                questions = len(_pool_indices(size, o.get("max_questions"), seed))
+                questions = len(pool_indices(size, o.get("max_questions"), seed))
                 text += f"; {questions} questions scored (pool of {size})"
                 top_k = o.get("top_k")
                 if isinstance(top_k, int) and top_k > questions:
@@ -261,7 +238,7 @@ def select_main(argv: list[str] | None = None, prog: str = "healtrl select") -> 
         progress = not options.pop("no_progress")
         if options.pop("dry_run"):
             return select_dry_run(options, config_path=config_path)
-        selected = select_general_data(**options, progress=progress)
+        selected = select_general_data(SelectionConfig(**options), progress=progress)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
