@@ -15,7 +15,7 @@
   The controller sees it in `update_controller(entropy)`.
 - Resume in the middle of a rollout batch: the checkpointed method state holds the partial entropy window; TRL's
   micro-batch count and each process's part of an unfinished rollout batch are checkpointed for every healtrl
-  trainer (`TRLBoundary._save_checkpoint`, `_trl.py`), so that the resumed run takes the same updates as an
+  trainer (`TRLBoundary._save_checkpoint`, `_trl/checkpoint.py`), so that the resumed run takes the same updates as an
   uninterrupted one.
 - Reproducible random streams (`RandomStreamMixin`, apart from the entropy control: the `grpo` trainer's Clip-Cov
   draws random tokens without following the entropy): a fresh `torch.Generator` per call, seeded from (seed, process,

@@ -17,7 +17,7 @@ Around the training loop: `optimizer_step_end(step_stats)` after each optimizer 
 `before_training(resume_checkpoint)` once before TRL's training loop starts (AER's initial-entropy estimate), and
 `method_state` / `load_method_state` for what a checkpoint carries; no method overrides `train`.
 
-Beside the levers, the TRL boundary (`_trl.py`, which this class derives from) offers hooks for what a method computes
+Beside the levers, the TRL boundary (`_trl/`, which this class derives from) offers hooks for what a method computes
 around generation: `rollout_columns` (per-completion columns from the gathered rewards, e.g. AER's group accuracy),
 `finish_generation_batch` (the local batch after scoring, e.g. OPEFO's whole-batch statistics), `generate_rollouts`
 (wrapping the generation call) and `old_logps_pass_request` / `receive_old_logps_stats` (statistics of TRL's
@@ -25,7 +25,7 @@ old-log-prob pass); and one policy forward, `policy_forward`, for any extra no-g
 
 TRL's `_compute_loss` is never copied: the levers hook into the two things it does in a fixed order (the policy
 forward, then reading `inputs["advantages"]`), which `healtrl._compat` pins by refusing untested TRL releases. Every
-override of TRL's private methods (and every read of its private state) is in `healtrl/trainers/_trl.py`, the TRL
+override of TRL's private methods (and every read of its private state) is in `healtrl/trainers/_trl/`, the TRL
 boundary this class derives from; this file holds the config, the levers' hooks, the model card and `train`.
 
 Drop-in for `trl.GRPOTrainer` (README, "TRL compatibility"; `tests/test_trl_compat.py`):
@@ -43,7 +43,7 @@ Drop-in for `trl.GRPOTrainer` (README, "TRL compatibility"; `tests/test_trl_comp
 
 Why this module is long: the base trainer is where healtrl's trainers share their configuration (every field with
 its help text and validation), the four levers, the model card and the crash-safe `train`; the methods stay short
-because this file is not. The wiring into TRL's private API is in `healtrl/trainers/_trl.py` (issue #15).
+because this file is not. The wiring into TRL's private API is in `healtrl/trainers/_trl/` (issue #15).
 """
 
 from __future__ import annotations
@@ -62,9 +62,8 @@ from trl.trainer.utils import get_config_model_id
 
 from .._compat import MissingExtraError, is_available, missing_extra, require
 from ..model_card import CURVES_IMAGE, GRPO_PAPER
-from ._batches import LossBatch, RolloutBatch
 from ._inspect_hooks import RolloutInspector, write_entropy_summary
-from ._trl import ROLLOUT_BUFFER_FILE, STATE_FILE, TRLBoundary
+from ._trl import ROLLOUT_BUFFER_FILE, STATE_FILE, LossBatch, RolloutBatch, TRLBoundary
 
 __all__ = [
     "ROLLOUT_BUFFER_FILE",
@@ -114,10 +113,11 @@ class EntropyGRPOConfig(GRPOConfig):
             distribution. Generous by default: on the toy model (103 tokens, log V = 4.63 nats) OPEFO's highest entropy
             (4.03 nats, `benchmarks/results/toy_study.md`) is 0.87 of it.
         vllm_cpu_weight_sync (`str`, *optional*, defaults to `"auto"`):
-            With `use_vllm` on a CPU, TRL 1.16's weight sync fails (colocate: vLLM's CPU backend packs its layers;
+            With `use_vllm` on a CPU, TRL's weight sync fails (colocate: vLLM's CPU backend packs its layers;
             server: TRL's NCCL engine needs CUDA). `"auto"`: replace it, only in those two cases, with vLLM's in-place
             reload (colocate) or a file handed to a server started with `python -m healtrl.vllm_serve` (server);
-            checked with vLLM 0.32 (`healtrl/trainers/_vllm_sync.py`), refused on other versions. `"off"`: TRL's own.
+            checked with vLLM 0.32 (`healtrl/trainers/_trl/vllm_sync.py`), refused on other versions. `"off"`: TRL's
+            own.
         vllm_weight_sync_dir (`str`, *optional*):
             Folder for the weights file of the server-mode CPU sync (trainer and server must share the file system).
             Default: a new temporary folder.
@@ -285,17 +285,6 @@ def _augmentation_placeholder(name: str):
     return reward
 
 
-def _field_default(config_class: type, name: str):
-    for f in dataclasses.fields(config_class):
-        if f.name == name:
-            if f.default is not dataclasses.MISSING:
-                return f.default
-            if f.default_factory is not dataclasses.MISSING:
-                return f.default_factory()
-            break
-    raise AttributeError(f"{config_class.__name__} has no field '{name}' with a default.")
-
-
 def default_run_name(model, method: str) -> str:
     """`<model>-<method>`: the output folder of a trainer built with `args=None`, as TRL names `f"{model}-GRPO"`."""
     model_name = model if isinstance(model, str) else get_config_model_id(model.config)
@@ -392,13 +381,7 @@ class EntropyGRPOTrainer(TRLBoundary):
         "use_vllm",
     )
 
-    #: Extra reward columns this trainer fills in `augment_rewards`: name -> weight in the summed reward.
-    reward_augmentations: dict[str, float] = {}
-
     # Set by `__init__`; class-level defaults keep TRL's paths working on an instance built without it (a test double).
-    _augmentation_names: tuple[str, ...] | list[str] = ()
-    _entropy_flow = None
-    _inspect = None
     _open_step_sums: dict[str, torch.Tensor] = {}
     _closed_step_sums: dict[str, torch.Tensor] = {}
 
@@ -414,9 +397,9 @@ class EntropyGRPOTrainer(TRLBoundary):
         if train_dataset is not None:
             train_dataset = self.mix_datasets(train_dataset, args)
         if args.use_vllm and is_available("vllm"):
-            from . import _vllm_sync
+            from ._trl import vllm_sync
 
-            _vllm_sync.install(args)  # CPU-only replacement of TRL's weight sync; see its docstring
+            vllm_sync.install(args)  # CPU-only replacement of TRL's weight sync; see its docstring
         try:
             super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
         except ImportError as exc:
@@ -448,11 +431,6 @@ class EntropyGRPOTrainer(TRLBoundary):
             from ..diagnostics import EntropyFlowDiagnostics
 
             self._entropy_flow = EntropyFlowDiagnostics(self._arg("entropy_flow_estimator"))
-        self._loss_ctx = None  # set while `_compute_loss` runs
-        self._rollout_ids = None  # (prompt_ids, completion_ids) of the last `_generate`
-        self._rollout_entropies = None  # captured from TRL's old-log-prob pass or the generation logits
-        self._capture_rollout_entropy = False
-        self._warned_generation_entropy = False
         self._guard = None
         if self.args.divergence_guard:  # healtrl/trainers/_guard.py
             from ._guard import DivergenceGuard
@@ -499,16 +477,9 @@ class EntropyGRPOTrainer(TRLBoundary):
             f"healtrl.{config_class.__name__}(...)."
         )
 
-    def _arg(self, name: str):
-        """Config field `name`: `self.args.<name>`, or the field's default in `config_class` when `self.args` lacks it
-        (a plain `GRPOConfig` or a test double carrying only TRL's fields), so TRL's code paths run unchanged."""
-        args = getattr(self, "args", None)
-        if hasattr(args, name):
-            return getattr(args, name)
-        return _field_default(self.config_class, name)
-
     # ------------------------------------------------------------------------------------------------------------
-    # Hooks for method trainers (all no-ops here)
+    # Hooks for method trainers (all no-ops here; the hooks the TRL boundary calls, levers 1-3 among them, are
+    # declared with their defaults in `_trl/hooks.py`)
     # ------------------------------------------------------------------------------------------------------------
     def mix_datasets(self, train_dataset, args: EntropyGRPOConfig):
         """Lever 4: return the training dataset to use. Called before TRL's constructor; do not use trainer state."""
@@ -538,40 +509,6 @@ class EntropyGRPOTrainer(TRLBoundary):
                 f"{fill}or add rows."
             )
 
-    def get_reward_augmentations(self) -> dict[str, float]:
-        """Lever 3: the augmentation columns (name -> weight) this trainer adds. Defaults to `reward_augmentations`."""
-        return dict(self.reward_augmentations)
-
-    @property
-    def needs_rollout_entropies(self) -> bool:
-        """Whether `augment_rewards` receives per-token rollout entropies."""
-        return bool(self._arg("rollout_entropy"))
-
-    def _computes_rollout_entropies(self) -> bool:
-        # The method's need, or the entropy views and metrics of `_inspect_hooks.py` (not handed to lever 3).
-        return self.needs_rollout_entropies or (self._inspect is not None and self._inspect.wants_entropies(self))
-
-    @property
-    def needs_power_sums(self) -> bool:
-        """Whether the policy forward of the loss also computes the power sums (handed over in `LossBatch`)."""
-        return False
-
-    def augment_rewards(self, rollouts: RolloutBatch) -> dict[str, torch.Tensor]:
-        """Lever 3: one tensor of shape (B,) per augmentation column, B = the gathered generation batch."""
-        return {}
-
-    def shape_advantages(self, advantages: torch.Tensor, batch: LossBatch) -> torch.Tensor | None:
-        """Lever 1: return per-token advantages (B, T) (or (B,)) for the loss, or None to keep TRL's."""
-        return None
-
-    def extra_loss(self, batch: LossBatch) -> torch.Tensor | None:
-        """Lever 2: a scalar added to TRL's loss of one micro-batch (None for nothing).
-
-        Return it normalised as a per-micro-batch mean; the base divides it by the gradient-accumulation steps in
-        training, the same scaling TRL applies to its own loss and entropy bonus.
-        """
-        return None
-
     def before_training(self, resume_checkpoint: str | None) -> None:
         """Hook: called by `train` on every process, once per call, just before TRL's training loop starts.
 
@@ -579,13 +516,6 @@ class EntropyGRPOTrainer(TRLBoundary):
         optimizer, `load_method_state`). `resume_checkpoint` is its folder, or None for a fresh run. The base does
         nothing; AER estimates its initial entropy here (`initial_entropy_prompts`). Methods use it instead of
         overriding `train`."""
-
-    def method_state(self) -> dict[str, Any]:
-        """JSON-serialisable state of the method (coefficients, schedules) saved with every checkpoint."""
-        return {}
-
-    def load_method_state(self, state: dict[str, Any]) -> None:
-        """Restore what `method_state` returned, when resuming from a checkpoint."""
 
     # ------------------------------------------------------------------------------------------------------------
     # Helpers for method trainers

@@ -24,7 +24,7 @@ The other baselines of the papers are TRL's own fields, set by example configs: 
 Skywork-OR1 adaptive entropy (`use_adaptive_entropy`, `entropy_target`, `entropy_coef_delta/min/max`), Clip-Higher
 (`epsilon_high`) and 80/20 (`top_entropy_quantile: 0.2`).
 
-Cadence of TRL's adaptive entropy coefficient (`controller_update`). TRL 1.16 moves `entropy_coef` by
+Cadence of TRL's adaptive entropy coefficient (`controller_update`). TRL moves `entropy_coef` by
 +-`entropy_coef_delta` at the end of every optimizer step, from the token-weighted entropy of that step's
 micro-batches over all processes; the coefficient applied during a step is the one set at the end of the previous
 step. The papers' verl workflows (Skywork-OR1's rule as the PosAdv paper's Ada-Ent-Reg baseline runs it) update it once
@@ -35,7 +35,7 @@ micro-batches (TRL's own window, which then spans the rollout batch), so the coe
 computation of the last micro-batch of an optimizer step that does not end a rollout batch, after the policy forward,
 this trainer reports `sync_gradients` false to TRL's loss code (and restores it before the backward pass, which is
 where accelerate reads it), and logs `entropy_coef` itself for that step (`defer_trl_entropy`, implemented in the TRL
-boundary `_trl.py`). TRL's code is not copied. With
+boundary `_trl/loss.py`). TRL's code is not copied. With
 `optimizer_step`, or with one optimizer step per rollout batch (`steps_per_generation * num_iterations ==
 gradient_accumulation_steps`, TRL's default), the two are the same.
 """

@@ -3,7 +3,7 @@
 What it does, per optimizer step:
 
 1. Strict on-policy training (§5.2, §6.1): one optimizer update per rollout batch, no reuse of rollouts. `OPEFOConfig`
-   rejects configurations under which TRL would update on samples of an older policy. TRL 1.16 then computes no old
+   rejects configurations under which TRL would update on samples of an older policy. TRL then computes no old
    log-probs and uses `old_per_token_logps = per_token_logps.detach()`, so the importance ratio is exactly 1 and the
    clipped and unclipped surrogates coincide: clipping (`epsilon`, `epsilon_high`, `delta`) is inert. Under vLLM, TRL
    still computes old log-probs to correct the sampler/trainer mismatch (`vllm_importance_sampling_correction`, TRL's
