@@ -26,7 +26,9 @@ old-log-prob pass); and one policy forward, `policy_forward`, for any extra no-g
 TRL's `_compute_loss` is never copied: the levers hook into the two things it does in a fixed order (the policy
 forward, then reading `inputs["advantages"]`), which `healtrl._compat` pins by refusing untested TRL releases. Every
 override of TRL's private methods (and every read of its private state) is in `healtrl/trainers/_trl/`, the TRL
-boundary this class derives from; this file holds the config, the levers' hooks, the model card and `train`.
+boundary this class derives from (which also declares the hooks it calls, levers 1-3 among them, with their defaults:
+`_trl/hooks.py`); this file holds the config (its choices checked in one loop, `check_choices`), lever 4, the step
+statistics and `train`. The model card is `_card.py` (`ModelCardMixin`; each method declares one `CardDescription`).
 
 Drop-in for `trl.GRPOTrainer` (README, "TRL compatibility"; `tests/test_trl_compat.py`):
 
@@ -40,20 +42,14 @@ Drop-in for `trl.GRPOTrainer` (README, "TRL compatibility"; `tests/test_trl_comp
   after TRL's constructor has validated the model, e.g. refused an adapter on the LM head).
 - The overrides of TRL's methods read healtrl's fields through `_arg`, which falls back to the field's default, so a
   subclass or a test double whose `args` carries only TRL's fields takes TRL's path and meets TRL's errors.
-
-Why this module is long: the base trainer is where healtrl's trainers share their configuration (every field with
-its help text and validation), the four levers, the model card and the crash-safe `train`; the methods stay short
-because this file is not. The wiring into TRL's private API is in `healtrl/trainers/_trl/` (issue #15).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from transformers import TrainerCallback
@@ -61,8 +57,9 @@ from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
 from .._compat import MissingExtraError, is_available, missing_extra, require
-from ..model_card import CURVES_IMAGE, GRPO_PAPER
-from ._inspect_hooks import RolloutInspector, write_entropy_summary
+from ..model_card import GRPO_PAPER
+from ._card import CardDescription, ModelCardMixin
+from ._inspect_hooks import RolloutInspector
 from ._trl import ROLLOUT_BUFFER_FILE, STATE_FILE, LossBatch, RolloutBatch, TRLBoundary
 
 __all__ = [
@@ -238,8 +235,7 @@ class EntropyGRPOConfig(GRPOConfig):
     )
 
     def __post_init__(self):
-        if self.vllm_cpu_weight_sync not in ("auto", "off"):
-            raise ValueError(f"vllm_cpu_weight_sync must be 'auto' or 'off', got {self.vllm_cpu_weight_sync!r}.")
+        check_choices(self)  # every field with `choices` in its metadata, the method configs' included
         from ._inspect_hooks import check_inspect_fields
 
         check_inspect_fields(self)
@@ -250,16 +246,6 @@ class EntropyGRPOConfig(GRPOConfig):
             )
         if isinstance(self.resume_allow_mismatch, str):
             self.resume_allow_mismatch = [self.resume_allow_mismatch]
-        if self.entropy_flow_estimator not in ("opefo", "steer", "exact"):
-            raise ValueError(
-                f"entropy_flow_estimator must be one of opefo, steer, exact; got {self.entropy_flow_estimator!r}."
-            )
-        if self.rollout_entropy_source not in ("auto", "forward"):
-            raise ValueError(
-                f"rollout_entropy_source must be 'auto' or 'forward', got {self.rollout_entropy_source!r}."
-            )
-        if self.logprob_kernel not in ("healtrl", "trl"):
-            raise ValueError(f"logprob_kernel must be 'healtrl' or 'trl', got {self.logprob_kernel!r}.")
         super().__post_init__()
         # The optional extras (`report_to` backends, vLLM, liger-kernel) are checked by the trainer, after TRL's own
         # checks of the same configuration (see `EntropyGRPOTrainer.__init__`).
@@ -273,6 +259,21 @@ class EntropyGRPOConfig(GRPOConfig):
                     f"resume_allow_mismatch: {unknown} are not settings compared on resume; allowed: "
                     f"{', '.join(known)}."
                 )
+
+
+def check_choices(config) -> None:
+    """Refuse a value outside the `choices` of its field's metadata, for every field healtrl adds to TRL's config
+    (TRL checks its own fields, with its own messages)."""
+    trl_fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    for f in dataclasses.fields(config):
+        choices = None if f.name in trl_fields else f.metadata.get("choices")
+        value = getattr(config, f.name, None)
+        if choices is not None and value not in choices:
+            alternatives = " or ".join(repr(choice) for choice in choices)
+            raise ValueError(
+                f"{f.name} must be one of {', '.join(map(str, choices))}; got {value!r} ({f.name} must be "
+                f"{alternatives})."
+            )
 
 
 def _augmentation_placeholder(name: str):
@@ -315,7 +316,7 @@ class _StepEndCallback(TrainerCallback):
             trainer.optimizer_step_end(closed)
 
 
-class EntropyGRPOTrainer(TRLBoundary):
+class EntropyGRPOTrainer(ModelCardMixin, TRLBoundary):
     """TRL's `GRPOTrainer` with the four levers of healtrl as overridable hooks (no-ops here).
 
     Constructor: the same as `trl.GRPOTrainer`. `args` is an instance of `config_class`; `None` builds one named
@@ -326,59 +327,16 @@ class EntropyGRPOTrainer(TRLBoundary):
     with an error naming the option and the reason.
     """
 
-    _tag_names = ["trl", "grpo", "healtrl"]
     config_class = EntropyGRPOConfig
-
-    # -- Model card (healtrl.model_card; written by `create_model_card` and `save_model`) ----------------------------
-    #: Method name and paper (`title`, arXiv `id` or None, BibTeX `citation`, optional `url`), as TRL's trainers.
-    _name = "GRPO"
-    _paper = GRPO_PAPER
-    #: Two lines explaining the method, shown under its name.
-    _card_description = (
-        "Group Relative Policy Optimization: every prompt gets a group of sampled completions scored by verifiable "
-        "rewards; each completion's advantage is its reward normalised within the group, and the policy takes a "
-        "clipped policy-gradient step on it, without a value model."
-    )
-    #: Config fields of the method's key hyper-parameters, listed (in this order) in the card.
-    _card_method_fields: tuple[str, ...] = ()
-    #: Config fields naming further training datasets (e.g. HEAL's `general_dataset_name`), listed with the datasets.
-    _card_dataset_fields: tuple[str, ...] = ()
-    #: Log keys whose first and final values the card reports, besides entropy and reward.
-    _card_summary_keys: tuple[str, ...] = ()
-    #: A trainer whose method depends on a config field (the `grpo` trainer's `entropy_method`) names the field here
-    #: and gives, per value, any of `name`, `paper`, `description`, `fields`, `summary_keys`, `tags` overriding the
-    #: class attributes (`fields` are listed after the variant field itself).
-    _card_variant_field: str | None = None
-    _card_variants: dict[str, dict[str, Any]] = {}
-    #: Shared GRPO fields listed in every card.
-    _card_shared_fields: tuple[str, ...] = (
-        "learning_rate",
-        "max_steps",
-        "per_device_train_batch_size",
-        "gradient_accumulation_steps",
-        "num_generations",
-        "max_completion_length",
-        "temperature",
-        "beta",
-        "loss_type",
-        "epsilon",
-        "epsilon_high",
-        "num_iterations",
-        "seed",
-    )
-    #: TRL fields listed only when set to something other than their default (TRL's own entropy tools, etc.).
-    _card_optional_fields: tuple[str, ...] = (
-        "num_train_epochs",
-        "delta",
-        "scale_rewards",
-        "importance_sampling_level",
-        "mask_truncated_completions",
-        "top_entropy_quantile",
-        "entropy_coef",
-        "use_adaptive_entropy",
-        "entropy_target",
-        "top_p",
-        "use_vllm",
+    _card_base_config = EntropyGRPOConfig
+    card = CardDescription(
+        name="GRPO",
+        paper=GRPO_PAPER,
+        description=(
+            "Group Relative Policy Optimization: every prompt gets a group of sampled completions scored by "
+            "verifiable rewards; each completion's advantage is its reward normalised within the group, and the "
+            "policy takes a clipped policy-gradient step on it, without a value model."
+        ),
     )
 
     # Set by `__init__`; class-level defaults keep TRL's paths working on an instance built without it (a test double).
@@ -549,200 +507,6 @@ class EntropyGRPOTrainer(TRLBoundary):
         local = torch.stack([(values.detach() * mask).sum(), mask.sum().to(values.dtype)]).float()
         total = self.accelerator.reduce(local, reduction="sum")
         return (total[0] / total[1].clamp(min=1.0)).item()
-
-    # ------------------------------------------------------------------------------------------------------------
-    # Model card
-    # ------------------------------------------------------------------------------------------------------------
-    def model_card_method(self) -> dict[str, Any]:
-        """The method this trainer runs, as its model card shows it.
-
-        Returns:
-            `{"name", "paper", "description", "fields", "summary_keys", "tags"}`: the class attributes `_name`,
-            `_paper`, `_card_description`, `_card_method_fields`, `_card_summary_keys` and `_tag_names`, overridden by
-            the entry of `_card_variants` that the config field `_card_variant_field` selects.
-        """
-        info = {
-            "name": self.card_name,
-            "paper": self.card_paper,
-            "description": self._card_description,
-            "fields": list(self._card_method_fields),
-            "summary_keys": list(self._card_summary_keys),
-            "tags": self.card_tags,
-        }
-        field_name = self._card_variant_field
-        if field_name is not None:
-            value = getattr(self.args, field_name, None)
-            if value is None:  # e.g. the `grpo` trainer given a plain EntropyGRPOConfig: its first variant
-                value = next(iter(self._card_variants))
-            if value not in self._card_variants:
-                raise ValueError(
-                    f"{type(self).__name__}._card_variants has no model-card entry for {field_name}={value!r}; add one "
-                    f"(known: {', '.join(self._card_variants)})."
-                )
-            variant = self._card_variants[value]
-            unknown = set(variant) - set(info)
-            if unknown:
-                raise ValueError(
-                    f"{type(self).__name__}._card_variants[{value!r}] has unknown keys {sorted(unknown)}; allowed: "
-                    f"{', '.join(info)}."
-                )
-            info.update(variant)
-            if hasattr(self.args, field_name):
-                info["fields"] = [field_name, *variant.get("fields", [])]
-            info["tags"] = list(dict.fromkeys([*self.card_tags, *variant.get("tags", [])]))
-        return info
-
-    def model_card_fields(self) -> list[str]:
-        """Names of the config fields of the method's key hyper-parameters, as listed in the model card."""
-        return list(self.model_card_method()["fields"])
-
-    def _model_card_hyperparameters(self, fields) -> dict[str, Any]:
-        missing = [name for name in fields if not hasattr(self.args, name)]
-        if missing:
-            raise AttributeError(
-                f"{type(self).__name__} lists {missing} as model-card fields, but {type(self.args).__name__} has no "
-                "such field. Fix the trainer's `_card_method_fields` / `_card_variants`."
-            )
-        return {name: getattr(self.args, name) for name in fields}
-
-    def _model_card_datasets(self, dataset_name) -> list[str]:
-        if dataset_name is not None:
-            return [dataset_name] if isinstance(dataset_name, str) else list(dataset_name)
-        if self.model_card_datasets is not None:
-            if isinstance(self.model_card_datasets, str):
-                raise TypeError(
-                    f"model_card_datasets must be a list of dataset names, got the string {self.model_card_datasets!r};"
-                    f" set it to [{self.model_card_datasets!r}]."
-                )
-            return list(self.model_card_datasets)
-        names = [self._card_train_dataset_name]
-        names += [getattr(self.args, name, None) for name in self._card_dataset_fields]
-        return [name for name in names if name]
-
-    def _card_model_name(self, model_name: str | None) -> str:
-        if model_name is not None:
-            return model_name
-        # as TRL's `_save_checkpoint` and transformers' `push_to_hub` name it
-        hub_id = self.args.hub_model_id
-        return hub_id.split("/")[-1] if hub_id else os.path.basename(os.path.normpath(self.args.output_dir))
-
-    def save_curves(self, directory: str, model_name: str | None = None) -> str | None:
-        """Draw `curves.png`, entropy and reward of `state.log_history` against the step, into `directory`.
-
-        The one place a run's curves are drawn: the model card embeds them (`save_model`, checkpoints, `push_to_hub`),
-        and the command line calls it only when it saves no final model. Titled `<method>: <model_name>` (the card's
-        title, by default the name of `args.hub_model_id`, else of the output folder).
-
-        Returns:
-            The path of the image, or None (no file written) when neither entropy nor reward was logged.
-        """
-        from ..plotting import DEFAULT_PANELS, curve, plot_curves
-
-        history = self.state.log_history
-        if not any(curve(history, keys)[1] for keys in DEFAULT_PANELS.values()):
-            return None
-        title = f"{self.model_card_method()['name']}: {self._card_model_name(model_name)}"
-        return plot_curves(history, os.path.join(directory, CURVES_IMAGE), title=title)
-
-    def _write_model_card(self, directory: str, model_name=None, dataset_name=None, tags=None) -> str:
-        """Write README.md (and curves.png, when entropy or reward were logged) into `directory`; returns the card."""
-        from accelerate.utils import is_peft_model
-        from datasets import __version__ as datasets_version
-        from transformers import __version__ as transformers_version
-        from trl import __version__ as trl_version
-
-        from .._version import __version__ as healtrl_version
-        from ..model_card import build_model_card, read_eval_results
-
-        method = self.model_card_method()
-        model_name = self._card_model_name(model_name)
-        if tags is None:
-            tags = []
-        elif isinstance(tags, str):
-            tags = [tags]
-        tags = [*method["tags"], *tags]
-        model = self.accelerator.unwrap_model(self.model)
-        peft = is_peft_model(model)
-        base_model = self.model_card_base_model or getattr(model.config, "_name_or_path", None) or None
-        shared = self._model_card_hyperparameters(self._card_shared_fields)
-        defaults = {f.name: f.default for f in dataclasses.fields(self.args)}
-        for name in self._card_optional_fields:
-            if hasattr(self.args, name) and getattr(self.args, name) != defaults.get(name):
-                shared[name] = getattr(self.args, name)
-
-        os.makedirs(directory, exist_ok=True)
-        history = self.state.log_history
-        curves = CURVES_IMAGE if self.save_curves(directory, model_name) else None
-        entropy_image = write_entropy_summary(self.args.output_dir, directory)  # from the views of inspect_every_steps
-        versions = {
-            "healtrl": healtrl_version,
-            "TRL": trl_version,
-            "Transformers": transformers_version,
-            "PyTorch": torch.__version__,
-            "Datasets": datasets_version,
-        }
-        if peft:
-            from peft import __version__ as peft_version
-
-            versions["PEFT"] = peft_version
-        card = build_model_card(
-            model_name=model_name,
-            method=method["name"],
-            description=method["description"],
-            paper=method["paper"],
-            load_path=getattr(self, "hub_model_id", None) or directory,
-            base_model=base_model,
-            datasets=self._model_card_datasets(dataset_name),
-            method_hyperparameters=self._model_card_hyperparameters(method["fields"]),
-            training_hyperparameters=shared,
-            reward_functions=dict(zip(self.reward_func_names, self.reward_weights.tolist())),
-            log_history=history,
-            summary_keys=method["summary_keys"],
-            curves_image=curves,
-            entropy_image=entropy_image,
-            eval_results=read_eval_results(directory),
-            is_peft=peft,
-            tags=tags,
-            trainer_name=type(self).__name__,
-            versions=versions,
-        )
-        with open(os.path.join(directory, "README.md"), "w", encoding="utf-8") as f:
-            f.write(card)
-        return card
-
-    def create_model_card(
-        self, model_name: str | None = None, dataset_name: str | list[str] | None = None, tags=None
-    ) -> None:
-        """Write the model card (`README.md`) and the entropy/reward curves (`curves.png`) into `args.output_dir`.
-
-        Called by TRL for every checkpoint and by `push_to_hub` before the upload; main process only. See
-        `healtrl.model_card.build_model_card` for the card's content.
-
-        Args:
-            model_name (`str`, *optional*):
-                Title of the card. Defaults to the name of `args.hub_model_id`, else of the output folder.
-            dataset_name (`str` or `list[str]`, *optional*):
-                Training datasets. Defaults to `self.model_card_datasets`, else the training dataset's
-                `info.dataset_name` (and the method's extra dataset fields, e.g. HEAL's `general_dataset_name`).
-            tags (`str` or `list[str]`, *optional*):
-                Hub tags added to the trainer's own (`trl`, `grpo`, `healtrl` and the method's).
-        """
-        if not self.is_world_process_zero():
-            return
-        self._write_model_card(self.args.output_dir, model_name=model_name, dataset_name=dataset_name, tags=tags)
-
-    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """Save the model as `transformers.Trainer.save_model` does, then write its model card into the same folder.
-
-        Args:
-            output_dir (`str`, *optional*):
-                Target folder. Defaults to `args.output_dir`.
-            _internal_call (`bool`, *optional*, defaults to `False`):
-                Set by the `Trainer` for its own calls (checkpoints, `push_to_hub`): no push to the Hub then.
-        """
-        super().save_model(output_dir, _internal_call)
-        if self.args.should_save:
-            self._write_model_card(output_dir if output_dir is not None else self.args.output_dir)
 
     # ------------------------------------------------------------------------------------------------------------
     # Checkpoints: method state, resume in the middle of a rollout batch, completion marker (healtrl.checkpoints)

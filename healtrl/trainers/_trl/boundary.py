@@ -80,6 +80,13 @@ class TRLBoundary(CheckpointCalls, GenerationCalls, LossCalls, GRPOTrainer, _Ext
         return self._get_output_dir(trial=trial)
 
     # TRL's model-card class attributes (`_name`, `_paper`, `_tag_names`, as every TRL trainer sets them).
+    @classmethod
+    def set_trl_card(cls, name: str, paper: dict[str, Any], tags: list[str]) -> None:
+        """Set the class's TRL model-card attributes (`trainers/_card.py` does, from a method's `CardDescription`)."""
+        cls._name = name
+        cls._paper = paper
+        cls._tag_names = tags
+
     @property
     def card_name(self) -> str:
         return self._name
