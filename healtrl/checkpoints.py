@@ -2,7 +2,7 @@
 
 transformers' `Trainer` writes a checkpoint folder `checkpoint-N` file by file; a run killed while it writes leaves a
 folder that looks like a checkpoint but is not one, and `transformers.trainer_utils.get_last_checkpoint` would pick it.
-healtrl's trainers (`TRLBoundary._save_checkpoint`, `trainers/_trl.py`) write `healtrl_checkpoint.json` into the
+healtrl's trainers (`TRLBoundary._save_checkpoint`, `trainers/_trl/checkpoint.py`) write `healtrl_checkpoint.json` into the
 folder *last*, atomically, after the model, optimizer, scheduler, RNG and trainer state, the method state and the
 per-process rollout buffers of every process are on disk. Only a folder holding that marker is complete:
 

@@ -4,8 +4,8 @@ Per optimizer step, the summed predicted entropy change (`healtrl.functional.tok
 choice) of the update batch's tokens, split into entropy-increasing (Delta H > 0) and entropy-decreasing
 (Delta H < 0) tokens, and each of those split by advantage sign and by clipping status (opefo.txt §4, Figure 2 (b)-(c)).
 
-Clipping status follows TRL 1.16's `GRPOTrainer._compute_loss` exactly (the trainer's `clip_status`, in the TRL
-boundary `healtrl/trainers/_trl.py`): with coef = exp(logp - old_logp) (per token,
+Clipping status follows TRL's `GRPOTrainer._compute_loss` exactly (the trainer's `clip_status`, in the TRL
+boundary `healtrl/trainers/_trl/`): with coef = exp(logp - old_logp) (per token,
 or the masked sequence mean of the log-ratio when `importance_sampling_level="sequence"`), a token is upper-clipped when
 coef > 1 + epsilon_high and A > 0, lower-clipped when coef < 1 - epsilon_low and A < 0, and unclipped otherwise. Strictly
 on-policy (one update per generation batch) coef is exactly 1 and every token is unclipped.

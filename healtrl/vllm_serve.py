@@ -1,6 +1,6 @@
 """`python -m healtrl.vllm_serve`: TRL's `trl vllm-serve`, plus healtrl's weight sync for a CPU trainer.
 
-Takes exactly `trl vllm-serve`'s arguments (TRL 1.16's `ScriptArguments`: `--model`, `--port`, `--dtype`,
+Takes exactly `trl vllm-serve`'s arguments (TRL's `ScriptArguments`: `--model`, `--port`, `--dtype`,
 `--max_model_len`, ...) and starts the same vLLM server, with two differences:
 
 * vLLM's workers get healtrl's extension `FileWeightSync` (`--worker-extension-cls`), so that a trainer on the CPU can
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 
-EXTENSION = "healtrl.trainers._vllm_sync.FileWeightSync"
+EXTENSION = "healtrl.trainers._trl.vllm_sync.FileWeightSync"
 
 
 def build_command(argv: list[str] | None = None) -> list[str]:

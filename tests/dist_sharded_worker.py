@@ -36,7 +36,7 @@ from healtrl import (  # noqa: E402
 )
 from healtrl.toy.tasks import toy_reward  # noqa: E402
 from healtrl.toy.tokenizer import build_tokenizer  # noqa: E402
-from healtrl.trainers import _kernel_bridge as bridge  # noqa: E402
+from healtrl.trainers._trl import lm_head as bridge  # noqa: E402
 from tests.helpers import (  # noqa: E402
     build_trainer,
     digit_reward,

@@ -7,11 +7,11 @@ import torch
 import trl.trainer.utils as trl_utils
 from transformers import set_seed
 
-import healtrl.trainers._kernel_bridge as bridge
-import healtrl.trainers._trl as boundary
+import healtrl.trainers._trl.lm_head as boundary
+import healtrl.trainers._trl.lm_head as bridge
 from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer
-from healtrl.trainers._kernel_bridge import HealtrlLogProbFunction
 from healtrl.trainers._trl import healtrl_lm_head
+from healtrl.trainers._trl.lm_head import HealtrlLogProbFunction
 from tests.helpers import build_trainer, loss_and_grads, next_inputs, reference_stats
 
 

@@ -1,4 +1,4 @@
-"""healtrl's CPU weight sync for TRL's vLLM modes (`healtrl/trainers/_vllm_sync.py`, `healtrl/vllm_serve.py`).
+"""healtrl's CPU weight sync for TRL's vLLM modes (`healtrl/trainers/_trl/vllm_sync.py`, `healtrl/vllm_serve.py`).
 
 These run without vLLM: the version guard, the config field, the server command line, the trainer side of the file
 sync against a fake server, and the worker side against a fake model runner. The end-to-end runs (colocate and a real
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from healtrl import EntropyGRPOConfig
-from healtrl.trainers import _vllm_sync
+from healtrl.trainers._trl import vllm_sync as _vllm_sync
 
 
 def test_config_field_is_checked():

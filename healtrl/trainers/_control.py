@@ -15,7 +15,7 @@
   The controller sees it in `update_controller(entropy)`.
 - Resume in the middle of a rollout batch: the checkpointed method state holds the partial entropy window; TRL's
   micro-batch count and each process's part of an unfinished rollout batch are checkpointed for every healtrl
-  trainer (`TRLBoundary._save_checkpoint`, `_trl.py`), so that the resumed run takes the same updates as an
+  trainer (`TRLBoundary._save_checkpoint`, `_trl/checkpoint.py`), so that the resumed run takes the same updates as an
   uninterrupted one.
 - Reproducible random streams (`RandomStreamMixin`, apart from the entropy control: the `grpo` trainer's Clip-Cov
   draws random tokens without following the entropy): a fresh `torch.Generator` per call, seeded from (seed, process,
@@ -38,14 +38,13 @@ CONTROLLER_ENTROPY_KEY = "controller_entropy"  # the `step_sums` key of H_t's [s
 
 
 def check_controller_update(args, field_name: str = "controller_update", active: bool = True) -> None:
-    """Validate a config's controller cadence. Call after `GRPOConfig.__post_init__` (it fills `steps_per_generation`).
+    """Check a config's controller cadence against its batch layout. Call after `GRPOConfig.__post_init__` (it fills
+    `steps_per_generation`); the value itself is one of the field's `choices`, checked by `base.check_choices`.
 
     `active`: whether a controller of this config runs (e.g. PosAdv's entropy schedule); the cadence is checked against
     the batch layout only then.
     """
     value = getattr(args, field_name)
-    if value not in CONTROLLER_UPDATES:
-        raise ValueError(f"{field_name} must be one of {', '.join(CONTROLLER_UPDATES)}; got {value!r}.")
     if not active or value != "rollout_batch":
         return
     generate_every = args.steps_per_generation * args.num_iterations

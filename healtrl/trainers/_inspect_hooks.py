@@ -3,7 +3,7 @@
 Where the pieces live:
 
 * `RolloutInspector.on_rollouts` runs after the trainer scored the rollouts (the reward step of the TRL boundary,
-  `_trl.py`, after lever 3 filled its reward columns), with the rollout batch's exact per-token entropies
+  `_trl/generation.py`, after lever 3 filled its reward columns), with the rollout batch's exact per-token entropies
   (`TRLBoundary._rollout_entropy_pass`: the generation logits, TRL's old-log-prob pass or one no-grad forward through
   the fused kernel, at the sampling temperature). It
   - logs `entropy/high_share` (share of completion tokens with entropy above `inspect_high_entropy`, ln 2 nats by
@@ -20,7 +20,7 @@ Where the pieces live:
     tensorboard (the summary PNG as an image, and a histogram).
 * `write_entropy_summary` renders `inspect_summary.png` for the model card from the first and the last view.
 * The entropy columns of TRL's `log_completions` table go through `trainer.log_completion_columns` (the TRL boundary,
-  `_trl.py`).
+  `_trl/boundary.py`).
 """
 
 from __future__ import annotations

@@ -50,7 +50,9 @@ from ..functional.aer import (
     aer_update_alpha,
     sequence_entropies,
 )
+from ._card import CardDescription
 from ._control import CONTROLLER_UPDATES, EntropyControlMixin, check_controller_update
+from ._papers import AER_PAPER
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
 
 GROUP_ACCURACY_KEY = "aer_group_accuracy"
@@ -203,15 +205,6 @@ class AERConfig(EntropyGRPOConfig):
             raise ValueError("Set either initial_entropy or initial_entropy_prompts > 0, not both (both give H0).")
         if not (self.eps >= 0) or (self.rho == 0 and self.eps == 0):
             raise ValueError(f"eps must be >= 0, and > 0 when rho = 0 (aer.txt eq. 9), got {self.eps}.")
-        if self.entropy_normalization not in ENTROPY_NORMALIZATIONS:
-            raise ValueError(
-                f"entropy_normalization must be one of {', '.join(ENTROPY_NORMALIZATIONS)}; got "
-                f"{self.entropy_normalization!r}."
-            )
-        if self.controller_update not in CONTROLLER_UPDATES:
-            raise ValueError(
-                f"controller_update must be one of {', '.join(CONTROLLER_UPDATES)}; got {self.controller_update!r}."
-            )
         super().__post_init__()
         check_controller_update(self)
 
@@ -226,41 +219,17 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
     """
 
     config_class = AERConfig
-    _tag_names = ["trl", "grpo", "healtrl", "aer"]
-    _name = "AER"
-    # aer.txt: title and authors from its first lines; no arXiv id in the text.
-    _paper = {
-        "title": "Revisiting Entropy Regularization: Adaptive Coefficient Unlocks Its Potential for LLM Reinforcement "
-        "Learning",
-        "id": None,
-        "citation": (
-            "@misc{zhang_aer,\n"
-            "    title  = {{Revisiting Entropy Regularization: Adaptive Coefficient Unlocks Its Potential for LLM Reinforcement Learning}},\n"
-            "    author = {Xiaoyun Zhang and Xiaojian Yuan and Di Huang and Wang You and Chen Hu and Jingqing Ruan and Kejiang Chen and Xing Hu},\n"
-            "}"
+    card = CardDescription(
+        name="AER",
+        paper=AER_PAPER,
+        description=(
+            "Adaptive Entropy Regularization: GRPO plus an entropy bonus whose per-prompt coefficient grows as the "
+            "prompt's group accuracy falls below rho (eq. 8-9), scaled by a global alpha that a sign rule (eq. 11) steers "
+            "so the policy entropy settles at tau times its initial value (eq. 10)."
         ),
-    }
-    _card_description = (
-        "Adaptive Entropy Regularization: GRPO plus an entropy bonus whose per-prompt coefficient grows as the "
-        "prompt's group accuracy falls below rho (eq. 8-9), scaled by a global alpha that a sign rule (eq. 11) steers "
-        "so the policy entropy settles at tau times its initial value (eq. 10)."
+        summary_keys=("aer/alpha", "aer/target_entropy"),
+        tags=("aer",),
     )
-    _card_method_fields = (
-        "difficulty_aware",
-        "adaptive_alpha",
-        "tau",
-        "rho",
-        "eta",
-        "alpha_init",
-        "initial_entropy",
-        "initial_entropy_prompts",
-        "eps",
-        "accuracy_reward",
-        "correct_threshold",
-        "controller_update",
-        "entropy_normalization",
-    )
-    _card_summary_keys = ("aer/alpha", "aer/target_entropy")
 
     def __init__(self, model, reward_funcs=None, args: AERConfig | None = None, train_dataset=None, **kwargs):
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)

@@ -17,7 +17,7 @@ Around the training loop: `optimizer_step_end(step_stats)` after each optimizer 
 `before_training(resume_checkpoint)` once before TRL's training loop starts (AER's initial-entropy estimate), and
 `method_state` / `load_method_state` for what a checkpoint carries; no method overrides `train`.
 
-Beside the levers, the TRL boundary (`_trl.py`, which this class derives from) offers hooks for what a method computes
+Beside the levers, the TRL boundary (`_trl/`, which this class derives from) offers hooks for what a method computes
 around generation: `rollout_columns` (per-completion columns from the gathered rewards, e.g. AER's group accuracy),
 `finish_generation_batch` (the local batch after scoring, e.g. OPEFO's whole-batch statistics), `generate_rollouts`
 (wrapping the generation call) and `old_logps_pass_request` / `receive_old_logps_stats` (statistics of TRL's
@@ -25,8 +25,10 @@ old-log-prob pass); and one policy forward, `policy_forward`, for any extra no-g
 
 TRL's `_compute_loss` is never copied: the levers hook into the two things it does in a fixed order (the policy
 forward, then reading `inputs["advantages"]`), which `healtrl._compat` pins by refusing untested TRL releases. Every
-override of TRL's private methods (and every read of its private state) is in `healtrl/trainers/_trl.py`, the TRL
-boundary this class derives from; this file holds the config, the levers' hooks, the model card and `train`.
+override of TRL's private methods (and every read of its private state) is in `healtrl/trainers/_trl/`, the TRL
+boundary this class derives from (which also declares the hooks it calls, levers 1-3 among them, with their defaults:
+`_trl/hooks.py`); this file holds the config (its choices checked in one loop, `check_choices`), lever 4, the step
+statistics and `train`. The model card is `_card.py` (`ModelCardMixin`; each method declares one `CardDescription`).
 
 Drop-in for `trl.GRPOTrainer` (README, "TRL compatibility"; `tests/test_trl_compat.py`):
 
@@ -40,20 +42,14 @@ Drop-in for `trl.GRPOTrainer` (README, "TRL compatibility"; `tests/test_trl_comp
   after TRL's constructor has validated the model, e.g. refused an adapter on the LM head).
 - The overrides of TRL's methods read healtrl's fields through `_arg`, which falls back to the field's default, so a
   subclass or a test double whose `args` carries only TRL's fields takes TRL's path and meets TRL's errors.
-
-Why this module is long: the base trainer is where healtrl's trainers share their configuration (every field with
-its help text and validation), the four levers, the model card and the crash-safe `train`; the methods stay short
-because this file is not. The wiring into TRL's private API is in `healtrl/trainers/_trl.py` (issue #15).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from transformers import TrainerCallback
@@ -61,10 +57,10 @@ from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
 from .._compat import MissingExtraError, is_available, missing_extra, require
-from ..model_card import CURVES_IMAGE, GRPO_PAPER
-from ._batches import LossBatch, RolloutBatch
-from ._inspect_hooks import RolloutInspector, write_entropy_summary
-from ._trl import ROLLOUT_BUFFER_FILE, STATE_FILE, TRLBoundary
+from ..model_card import GRPO_PAPER
+from ._card import CardDescription, ModelCardMixin
+from ._inspect_hooks import RolloutInspector
+from ._trl import ROLLOUT_BUFFER_FILE, STATE_FILE, LossBatch, RolloutBatch, TRLBoundary
 
 __all__ = [
     "ROLLOUT_BUFFER_FILE",
@@ -114,10 +110,11 @@ class EntropyGRPOConfig(GRPOConfig):
             distribution. Generous by default: on the toy model (103 tokens, log V = 4.63 nats) OPEFO's highest entropy
             (4.03 nats, `benchmarks/results/toy_study.md`) is 0.87 of it.
         vllm_cpu_weight_sync (`str`, *optional*, defaults to `"auto"`):
-            With `use_vllm` on a CPU, TRL 1.16's weight sync fails (colocate: vLLM's CPU backend packs its layers;
+            With `use_vllm` on a CPU, TRL's weight sync fails (colocate: vLLM's CPU backend packs its layers;
             server: TRL's NCCL engine needs CUDA). `"auto"`: replace it, only in those two cases, with vLLM's in-place
             reload (colocate) or a file handed to a server started with `python -m healtrl.vllm_serve` (server);
-            checked with vLLM 0.32 (`healtrl/trainers/_vllm_sync.py`), refused on other versions. `"off"`: TRL's own.
+            checked with vLLM 0.32 (`healtrl/trainers/_trl/vllm_sync.py`), refused on other versions. `"off"`: TRL's
+            own.
         vllm_weight_sync_dir (`str`, *optional*):
             Folder for the weights file of the server-mode CPU sync (trainer and server must share the file system).
             Default: a new temporary folder.
@@ -238,8 +235,7 @@ class EntropyGRPOConfig(GRPOConfig):
     )
 
     def __post_init__(self):
-        if self.vllm_cpu_weight_sync not in ("auto", "off"):
-            raise ValueError(f"vllm_cpu_weight_sync must be 'auto' or 'off', got {self.vllm_cpu_weight_sync!r}.")
+        check_choices(self)  # every field with `choices` in its metadata, the method configs' included
         from ._inspect_hooks import check_inspect_fields
 
         check_inspect_fields(self)
@@ -250,16 +246,6 @@ class EntropyGRPOConfig(GRPOConfig):
             )
         if isinstance(self.resume_allow_mismatch, str):
             self.resume_allow_mismatch = [self.resume_allow_mismatch]
-        if self.entropy_flow_estimator not in ("opefo", "steer", "exact"):
-            raise ValueError(
-                f"entropy_flow_estimator must be one of opefo, steer, exact; got {self.entropy_flow_estimator!r}."
-            )
-        if self.rollout_entropy_source not in ("auto", "forward"):
-            raise ValueError(
-                f"rollout_entropy_source must be 'auto' or 'forward', got {self.rollout_entropy_source!r}."
-            )
-        if self.logprob_kernel not in ("healtrl", "trl"):
-            raise ValueError(f"logprob_kernel must be 'healtrl' or 'trl', got {self.logprob_kernel!r}.")
         super().__post_init__()
         # The optional extras (`report_to` backends, vLLM, liger-kernel) are checked by the trainer, after TRL's own
         # checks of the same configuration (see `EntropyGRPOTrainer.__init__`).
@@ -275,6 +261,21 @@ class EntropyGRPOConfig(GRPOConfig):
                 )
 
 
+def check_choices(config) -> None:
+    """Refuse a value outside the `choices` of its field's metadata, for every field healtrl adds to TRL's config
+    (TRL checks its own fields, with its own messages)."""
+    trl_fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    for f in dataclasses.fields(config):
+        choices = None if f.name in trl_fields else f.metadata.get("choices")
+        value = getattr(config, f.name, None)
+        if choices is not None and value not in choices:
+            alternatives = " or ".join(repr(choice) for choice in choices)
+            raise ValueError(
+                f"{f.name} must be one of {', '.join(map(str, choices))}; got {value!r} ({f.name} must be "
+                f"{alternatives})."
+            )
+
+
 def _augmentation_placeholder(name: str):
     """A reward function slot for an augmentation column: TRL calls it, it abstains, the trainer fills the column."""
 
@@ -283,17 +284,6 @@ def _augmentation_placeholder(name: str):
 
     reward.__name__ = name
     return reward
-
-
-def _field_default(config_class: type, name: str):
-    for f in dataclasses.fields(config_class):
-        if f.name == name:
-            if f.default is not dataclasses.MISSING:
-                return f.default
-            if f.default_factory is not dataclasses.MISSING:
-                return f.default_factory()
-            break
-    raise AttributeError(f"{config_class.__name__} has no field '{name}' with a default.")
 
 
 def default_run_name(model, method: str) -> str:
@@ -326,7 +316,7 @@ class _StepEndCallback(TrainerCallback):
             trainer.optimizer_step_end(closed)
 
 
-class EntropyGRPOTrainer(TRLBoundary):
+class EntropyGRPOTrainer(ModelCardMixin, TRLBoundary):
     """TRL's `GRPOTrainer` with the four levers of healtrl as overridable hooks (no-ops here).
 
     Constructor: the same as `trl.GRPOTrainer`. `args` is an instance of `config_class`; `None` builds one named
@@ -337,68 +327,19 @@ class EntropyGRPOTrainer(TRLBoundary):
     with an error naming the option and the reason.
     """
 
-    _tag_names = ["trl", "grpo", "healtrl"]
     config_class = EntropyGRPOConfig
-
-    # -- Model card (healtrl.model_card; written by `create_model_card` and `save_model`) ----------------------------
-    #: Method name and paper (`title`, arXiv `id` or None, BibTeX `citation`, optional `url`), as TRL's trainers.
-    _name = "GRPO"
-    _paper = GRPO_PAPER
-    #: Two lines explaining the method, shown under its name.
-    _card_description = (
-        "Group Relative Policy Optimization: every prompt gets a group of sampled completions scored by verifiable "
-        "rewards; each completion's advantage is its reward normalised within the group, and the policy takes a "
-        "clipped policy-gradient step on it, without a value model."
+    _card_base_config = EntropyGRPOConfig
+    card = CardDescription(
+        name="GRPO",
+        paper=GRPO_PAPER,
+        description=(
+            "Group Relative Policy Optimization: every prompt gets a group of sampled completions scored by "
+            "verifiable rewards; each completion's advantage is its reward normalised within the group, and the "
+            "policy takes a clipped policy-gradient step on it, without a value model."
+        ),
     )
-    #: Config fields of the method's key hyper-parameters, listed (in this order) in the card.
-    _card_method_fields: tuple[str, ...] = ()
-    #: Config fields naming further training datasets (e.g. HEAL's `general_dataset_name`), listed with the datasets.
-    _card_dataset_fields: tuple[str, ...] = ()
-    #: Log keys whose first and final values the card reports, besides entropy and reward.
-    _card_summary_keys: tuple[str, ...] = ()
-    #: A trainer whose method depends on a config field (the `grpo` trainer's `entropy_method`) names the field here
-    #: and gives, per value, any of `name`, `paper`, `description`, `fields`, `summary_keys`, `tags` overriding the
-    #: class attributes (`fields` are listed after the variant field itself).
-    _card_variant_field: str | None = None
-    _card_variants: dict[str, dict[str, Any]] = {}
-    #: Shared GRPO fields listed in every card.
-    _card_shared_fields: tuple[str, ...] = (
-        "learning_rate",
-        "max_steps",
-        "per_device_train_batch_size",
-        "gradient_accumulation_steps",
-        "num_generations",
-        "max_completion_length",
-        "temperature",
-        "beta",
-        "loss_type",
-        "epsilon",
-        "epsilon_high",
-        "num_iterations",
-        "seed",
-    )
-    #: TRL fields listed only when set to something other than their default (TRL's own entropy tools, etc.).
-    _card_optional_fields: tuple[str, ...] = (
-        "num_train_epochs",
-        "delta",
-        "scale_rewards",
-        "importance_sampling_level",
-        "mask_truncated_completions",
-        "top_entropy_quantile",
-        "entropy_coef",
-        "use_adaptive_entropy",
-        "entropy_target",
-        "top_p",
-        "use_vllm",
-    )
-
-    #: Extra reward columns this trainer fills in `augment_rewards`: name -> weight in the summed reward.
-    reward_augmentations: dict[str, float] = {}
 
     # Set by `__init__`; class-level defaults keep TRL's paths working on an instance built without it (a test double).
-    _augmentation_names: tuple[str, ...] | list[str] = ()
-    _entropy_flow = None
-    _inspect = None
     _open_step_sums: dict[str, torch.Tensor] = {}
     _closed_step_sums: dict[str, torch.Tensor] = {}
 
@@ -414,9 +355,9 @@ class EntropyGRPOTrainer(TRLBoundary):
         if train_dataset is not None:
             train_dataset = self.mix_datasets(train_dataset, args)
         if args.use_vllm and is_available("vllm"):
-            from . import _vllm_sync
+            from ._trl import vllm_sync
 
-            _vllm_sync.install(args)  # CPU-only replacement of TRL's weight sync; see its docstring
+            vllm_sync.install(args)  # CPU-only replacement of TRL's weight sync; see its docstring
         try:
             super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
         except ImportError as exc:
@@ -448,11 +389,6 @@ class EntropyGRPOTrainer(TRLBoundary):
             from ..diagnostics import EntropyFlowDiagnostics
 
             self._entropy_flow = EntropyFlowDiagnostics(self._arg("entropy_flow_estimator"))
-        self._loss_ctx = None  # set while `_compute_loss` runs
-        self._rollout_ids = None  # (prompt_ids, completion_ids) of the last `_generate`
-        self._rollout_entropies = None  # captured from TRL's old-log-prob pass or the generation logits
-        self._capture_rollout_entropy = False
-        self._warned_generation_entropy = False
         self._guard = None
         if self.args.divergence_guard:  # healtrl/trainers/_guard.py
             from ._guard import DivergenceGuard
@@ -499,16 +435,9 @@ class EntropyGRPOTrainer(TRLBoundary):
             f"healtrl.{config_class.__name__}(...)."
         )
 
-    def _arg(self, name: str):
-        """Config field `name`: `self.args.<name>`, or the field's default in `config_class` when `self.args` lacks it
-        (a plain `GRPOConfig` or a test double carrying only TRL's fields), so TRL's code paths run unchanged."""
-        args = getattr(self, "args", None)
-        if hasattr(args, name):
-            return getattr(args, name)
-        return _field_default(self.config_class, name)
-
     # ------------------------------------------------------------------------------------------------------------
-    # Hooks for method trainers (all no-ops here)
+    # Hooks for method trainers (all no-ops here; the hooks the TRL boundary calls, levers 1-3 among them, are
+    # declared with their defaults in `_trl/hooks.py`)
     # ------------------------------------------------------------------------------------------------------------
     def mix_datasets(self, train_dataset, args: EntropyGRPOConfig):
         """Lever 4: return the training dataset to use. Called before TRL's constructor; do not use trainer state."""
@@ -538,40 +467,6 @@ class EntropyGRPOTrainer(TRLBoundary):
                 f"{fill}or add rows."
             )
 
-    def get_reward_augmentations(self) -> dict[str, float]:
-        """Lever 3: the augmentation columns (name -> weight) this trainer adds. Defaults to `reward_augmentations`."""
-        return dict(self.reward_augmentations)
-
-    @property
-    def needs_rollout_entropies(self) -> bool:
-        """Whether `augment_rewards` receives per-token rollout entropies."""
-        return bool(self._arg("rollout_entropy"))
-
-    def _computes_rollout_entropies(self) -> bool:
-        # The method's need, or the entropy views and metrics of `_inspect_hooks.py` (not handed to lever 3).
-        return self.needs_rollout_entropies or (self._inspect is not None and self._inspect.wants_entropies(self))
-
-    @property
-    def needs_power_sums(self) -> bool:
-        """Whether the policy forward of the loss also computes the power sums (handed over in `LossBatch`)."""
-        return False
-
-    def augment_rewards(self, rollouts: RolloutBatch) -> dict[str, torch.Tensor]:
-        """Lever 3: one tensor of shape (B,) per augmentation column, B = the gathered generation batch."""
-        return {}
-
-    def shape_advantages(self, advantages: torch.Tensor, batch: LossBatch) -> torch.Tensor | None:
-        """Lever 1: return per-token advantages (B, T) (or (B,)) for the loss, or None to keep TRL's."""
-        return None
-
-    def extra_loss(self, batch: LossBatch) -> torch.Tensor | None:
-        """Lever 2: a scalar added to TRL's loss of one micro-batch (None for nothing).
-
-        Return it normalised as a per-micro-batch mean; the base divides it by the gradient-accumulation steps in
-        training, the same scaling TRL applies to its own loss and entropy bonus.
-        """
-        return None
-
     def before_training(self, resume_checkpoint: str | None) -> None:
         """Hook: called by `train` on every process, once per call, just before TRL's training loop starts.
 
@@ -579,13 +474,6 @@ class EntropyGRPOTrainer(TRLBoundary):
         optimizer, `load_method_state`). `resume_checkpoint` is its folder, or None for a fresh run. The base does
         nothing; AER estimates its initial entropy here (`initial_entropy_prompts`). Methods use it instead of
         overriding `train`."""
-
-    def method_state(self) -> dict[str, Any]:
-        """JSON-serialisable state of the method (coefficients, schedules) saved with every checkpoint."""
-        return {}
-
-    def load_method_state(self, state: dict[str, Any]) -> None:
-        """Restore what `method_state` returned, when resuming from a checkpoint."""
 
     # ------------------------------------------------------------------------------------------------------------
     # Helpers for method trainers
@@ -619,200 +507,6 @@ class EntropyGRPOTrainer(TRLBoundary):
         local = torch.stack([(values.detach() * mask).sum(), mask.sum().to(values.dtype)]).float()
         total = self.accelerator.reduce(local, reduction="sum")
         return (total[0] / total[1].clamp(min=1.0)).item()
-
-    # ------------------------------------------------------------------------------------------------------------
-    # Model card
-    # ------------------------------------------------------------------------------------------------------------
-    def model_card_method(self) -> dict[str, Any]:
-        """The method this trainer runs, as its model card shows it.
-
-        Returns:
-            `{"name", "paper", "description", "fields", "summary_keys", "tags"}`: the class attributes `_name`,
-            `_paper`, `_card_description`, `_card_method_fields`, `_card_summary_keys` and `_tag_names`, overridden by
-            the entry of `_card_variants` that the config field `_card_variant_field` selects.
-        """
-        info = {
-            "name": self.card_name,
-            "paper": self.card_paper,
-            "description": self._card_description,
-            "fields": list(self._card_method_fields),
-            "summary_keys": list(self._card_summary_keys),
-            "tags": self.card_tags,
-        }
-        field_name = self._card_variant_field
-        if field_name is not None:
-            value = getattr(self.args, field_name, None)
-            if value is None:  # e.g. the `grpo` trainer given a plain EntropyGRPOConfig: its first variant
-                value = next(iter(self._card_variants))
-            if value not in self._card_variants:
-                raise ValueError(
-                    f"{type(self).__name__}._card_variants has no model-card entry for {field_name}={value!r}; add one "
-                    f"(known: {', '.join(self._card_variants)})."
-                )
-            variant = self._card_variants[value]
-            unknown = set(variant) - set(info)
-            if unknown:
-                raise ValueError(
-                    f"{type(self).__name__}._card_variants[{value!r}] has unknown keys {sorted(unknown)}; allowed: "
-                    f"{', '.join(info)}."
-                )
-            info.update(variant)
-            if hasattr(self.args, field_name):
-                info["fields"] = [field_name, *variant.get("fields", [])]
-            info["tags"] = list(dict.fromkeys([*self.card_tags, *variant.get("tags", [])]))
-        return info
-
-    def model_card_fields(self) -> list[str]:
-        """Names of the config fields of the method's key hyper-parameters, as listed in the model card."""
-        return list(self.model_card_method()["fields"])
-
-    def _model_card_hyperparameters(self, fields) -> dict[str, Any]:
-        missing = [name for name in fields if not hasattr(self.args, name)]
-        if missing:
-            raise AttributeError(
-                f"{type(self).__name__} lists {missing} as model-card fields, but {type(self.args).__name__} has no "
-                "such field. Fix the trainer's `_card_method_fields` / `_card_variants`."
-            )
-        return {name: getattr(self.args, name) for name in fields}
-
-    def _model_card_datasets(self, dataset_name) -> list[str]:
-        if dataset_name is not None:
-            return [dataset_name] if isinstance(dataset_name, str) else list(dataset_name)
-        if self.model_card_datasets is not None:
-            if isinstance(self.model_card_datasets, str):
-                raise TypeError(
-                    f"model_card_datasets must be a list of dataset names, got the string {self.model_card_datasets!r};"
-                    f" set it to [{self.model_card_datasets!r}]."
-                )
-            return list(self.model_card_datasets)
-        names = [self._card_train_dataset_name]
-        names += [getattr(self.args, name, None) for name in self._card_dataset_fields]
-        return [name for name in names if name]
-
-    def _card_model_name(self, model_name: str | None) -> str:
-        if model_name is not None:
-            return model_name
-        # as TRL's `_save_checkpoint` and transformers' `push_to_hub` name it
-        hub_id = self.args.hub_model_id
-        return hub_id.split("/")[-1] if hub_id else os.path.basename(os.path.normpath(self.args.output_dir))
-
-    def save_curves(self, directory: str, model_name: str | None = None) -> str | None:
-        """Draw `curves.png`, entropy and reward of `state.log_history` against the step, into `directory`.
-
-        The one place a run's curves are drawn: the model card embeds them (`save_model`, checkpoints, `push_to_hub`),
-        and the command line calls it only when it saves no final model. Titled `<method>: <model_name>` (the card's
-        title, by default the name of `args.hub_model_id`, else of the output folder).
-
-        Returns:
-            The path of the image, or None (no file written) when neither entropy nor reward was logged.
-        """
-        from ..plotting import DEFAULT_PANELS, curve, plot_curves
-
-        history = self.state.log_history
-        if not any(curve(history, keys)[1] for keys in DEFAULT_PANELS.values()):
-            return None
-        title = f"{self.model_card_method()['name']}: {self._card_model_name(model_name)}"
-        return plot_curves(history, os.path.join(directory, CURVES_IMAGE), title=title)
-
-    def _write_model_card(self, directory: str, model_name=None, dataset_name=None, tags=None) -> str:
-        """Write README.md (and curves.png, when entropy or reward were logged) into `directory`; returns the card."""
-        from accelerate.utils import is_peft_model
-        from datasets import __version__ as datasets_version
-        from transformers import __version__ as transformers_version
-        from trl import __version__ as trl_version
-
-        from .._version import __version__ as healtrl_version
-        from ..model_card import build_model_card, read_eval_results
-
-        method = self.model_card_method()
-        model_name = self._card_model_name(model_name)
-        if tags is None:
-            tags = []
-        elif isinstance(tags, str):
-            tags = [tags]
-        tags = [*method["tags"], *tags]
-        model = self.accelerator.unwrap_model(self.model)
-        peft = is_peft_model(model)
-        base_model = self.model_card_base_model or getattr(model.config, "_name_or_path", None) or None
-        shared = self._model_card_hyperparameters(self._card_shared_fields)
-        defaults = {f.name: f.default for f in dataclasses.fields(self.args)}
-        for name in self._card_optional_fields:
-            if hasattr(self.args, name) and getattr(self.args, name) != defaults.get(name):
-                shared[name] = getattr(self.args, name)
-
-        os.makedirs(directory, exist_ok=True)
-        history = self.state.log_history
-        curves = CURVES_IMAGE if self.save_curves(directory, model_name) else None
-        entropy_image = write_entropy_summary(self.args.output_dir, directory)  # from the views of inspect_every_steps
-        versions = {
-            "healtrl": healtrl_version,
-            "TRL": trl_version,
-            "Transformers": transformers_version,
-            "PyTorch": torch.__version__,
-            "Datasets": datasets_version,
-        }
-        if peft:
-            from peft import __version__ as peft_version
-
-            versions["PEFT"] = peft_version
-        card = build_model_card(
-            model_name=model_name,
-            method=method["name"],
-            description=method["description"],
-            paper=method["paper"],
-            load_path=getattr(self, "hub_model_id", None) or directory,
-            base_model=base_model,
-            datasets=self._model_card_datasets(dataset_name),
-            method_hyperparameters=self._model_card_hyperparameters(method["fields"]),
-            training_hyperparameters=shared,
-            reward_functions=dict(zip(self.reward_func_names, self.reward_weights.tolist())),
-            log_history=history,
-            summary_keys=method["summary_keys"],
-            curves_image=curves,
-            entropy_image=entropy_image,
-            eval_results=read_eval_results(directory),
-            is_peft=peft,
-            tags=tags,
-            trainer_name=type(self).__name__,
-            versions=versions,
-        )
-        with open(os.path.join(directory, "README.md"), "w", encoding="utf-8") as f:
-            f.write(card)
-        return card
-
-    def create_model_card(
-        self, model_name: str | None = None, dataset_name: str | list[str] | None = None, tags=None
-    ) -> None:
-        """Write the model card (`README.md`) and the entropy/reward curves (`curves.png`) into `args.output_dir`.
-
-        Called by TRL for every checkpoint and by `push_to_hub` before the upload; main process only. See
-        `healtrl.model_card.build_model_card` for the card's content.
-
-        Args:
-            model_name (`str`, *optional*):
-                Title of the card. Defaults to the name of `args.hub_model_id`, else of the output folder.
-            dataset_name (`str` or `list[str]`, *optional*):
-                Training datasets. Defaults to `self.model_card_datasets`, else the training dataset's
-                `info.dataset_name` (and the method's extra dataset fields, e.g. HEAL's `general_dataset_name`).
-            tags (`str` or `list[str]`, *optional*):
-                Hub tags added to the trainer's own (`trl`, `grpo`, `healtrl` and the method's).
-        """
-        if not self.is_world_process_zero():
-            return
-        self._write_model_card(self.args.output_dir, model_name=model_name, dataset_name=dataset_name, tags=tags)
-
-    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """Save the model as `transformers.Trainer.save_model` does, then write its model card into the same folder.
-
-        Args:
-            output_dir (`str`, *optional*):
-                Target folder. Defaults to `args.output_dir`.
-            _internal_call (`bool`, *optional*, defaults to `False`):
-                Set by the `Trainer` for its own calls (checkpoints, `push_to_hub`): no push to the Hub then.
-        """
-        super().save_model(output_dir, _internal_call)
-        if self.args.should_save:
-            self._write_model_card(output_dir if output_dir is not None else self.args.output_dir)
 
     # ------------------------------------------------------------------------------------------------------------
     # Checkpoints: method state, resume in the middle of a rollout batch, completion marker (healtrl.checkpoints)

@@ -24,7 +24,7 @@ The other baselines of the papers are TRL's own fields, set by example configs: 
 Skywork-OR1 adaptive entropy (`use_adaptive_entropy`, `entropy_target`, `entropy_coef_delta/min/max`), Clip-Higher
 (`epsilon_high`) and 80/20 (`top_entropy_quantile: 0.2`).
 
-Cadence of TRL's adaptive entropy coefficient (`controller_update`). TRL 1.16 moves `entropy_coef` by
+Cadence of TRL's adaptive entropy coefficient (`controller_update`). TRL moves `entropy_coef` by
 +-`entropy_coef_delta` at the end of every optimizer step, from the token-weighted entropy of that step's
 micro-batches over all processes; the coefficient applied during a step is the one set at the end of the previous
 step. The papers' verl workflows (Skywork-OR1's rule as the PosAdv paper's Ada-Ent-Reg baseline runs it) update it once
@@ -35,7 +35,7 @@ micro-batches (TRL's own window, which then spans the rollout batch), so the coe
 computation of the last micro-batch of an optimizer step that does not end a rollout batch, after the policy forward,
 this trainer reports `sync_gradients` false to TRL's loss code (and restores it before the backward pass, which is
 where accelerate reads it), and logs `entropy_coef` itself for that step (`defer_trl_entropy`, implemented in the TRL
-boundary `_trl.py`). TRL's code is not copied. With
+boundary `_trl/loss.py`). TRL's code is not copied. With
 `optimizer_step`, or with one optimizer step per rollout batch (`steps_per_generation * num_iterations ==
 gradient_accumulation_steps`, TRL's default), the two are the same.
 """
@@ -48,20 +48,24 @@ from dataclasses import dataclass, field
 import torch
 
 from ..functional.cov import KL_COV_K_ROUNDINGS, clip_cov_select, entropy_advantage, kl_cov_select, token_covariance
-from ..model_card import GRPO_PAPER
+from ._card import CardDescription
 from ._control import CONTROLLER_UPDATES, RandomStreamMixin, check_controller_update
+from ._general_data import DOMAIN_COLUMN, GENERAL_DOMAIN, TARGET_DOMAIN, GeneralDataConfig
 from ._mixing import combine_domains, load_general_dataset
+from ._papers import COV_PAPER, ENTROPY_ADV_PAPER
 from ._trl import aggregate_like_policy_loss
-from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
+from .base import EntropyGRPOTrainer, LossBatch
 
 ENTROPY_METHODS = ("none", "clip_cov", "kl_cov", "entropy_adv")
 
 
 @dataclass
-class GRPOBaselineConfig(EntropyGRPOConfig):
+class GRPOBaselineConfig(GeneralDataConfig):
     r"""
-    Configuration of the `grpo` trainer ([`GRPOBaselineTrainer`]): every field of [`EntropyGRPOConfig`] plus the
-    entropy baselines that TRL does not have. With `entropy_method: none` it is exactly `EntropyGRPOConfig`.
+    Configuration of the `grpo` trainer ([`GRPOBaselineTrainer`]): every field of [`GeneralDataConfig`]
+    ([`EntropyGRPOConfig`] plus the general-domain rows HEAL's Table 7 trains its baselines on) plus the entropy
+    baselines that TRL does not have. With `entropy_method: none` and no general data it is exactly
+    `EntropyGRPOConfig`.
 
     Parameters:
         entropy_method (`str`, *optional*, defaults to `"none"`):
@@ -93,17 +97,6 @@ class GRPOBaselineConfig(EntropyGRPOConfig):
             behaviour). See the module docstring for how. Used only with `use_adaptive_entropy`; `rollout_batch` then
             needs `steps_per_generation * num_iterations` to be a multiple of `gradient_accumulation_steps`. Either
             way, with one optimizer step per rollout batch the coefficient moves once per rollout batch.
-        general_dataset_name (`str` or `None`, *optional*, defaults to `None`):
-            General-domain rows to train on beside the training data, in one shuffled pool (HEAL's `mixing: shuffle`;
-            every row keeps its own task's reward with `reward_funcs: [task]`). HEAL's Table 7 (heal.txt App. C.3)
-            trains its entropy baselines on the same 32 target + 384 selected general rows as HEAL: set this to the
-            `healtrl select` output. Loaded like HEAL's field of the same name. `None`: the training data alone.
-        general_dataset_config (`str` or `None`, *optional*, defaults to `None`):
-            Hub configuration of the general dataset.
-        general_dataset_split (`str`, *optional*, defaults to `"train"`):
-            Split of the general dataset.
-        num_general_samples (`int` or `None`, *optional*, defaults to `None`):
-            Keep this many general rows (a random subset drawn with `seed`). `None`: all.
     """
 
     entropy_method: str = field(
@@ -151,21 +144,6 @@ class GRPOBaselineConfig(EntropyGRPOConfig):
         },
     )
 
-    general_dataset_name: str | None = field(
-        default=None,
-        metadata={
-            "help": "General-domain rows trained on beside the training data, one shuffled pool (HEAL Table 7: the "
-            "baselines train on the same target + selected general rows as HEAL). None: the training data alone."
-        },
-    )
-    general_dataset_config: str | None = field(
-        default=None, metadata={"help": "Hub configuration of the general data."}
-    )
-    general_dataset_split: str = field(default="train", metadata={"help": "Split of the general dataset."})
-    num_general_samples: int | None = field(
-        default=None, metadata={"help": "Keep this many general rows (random subset by seed). None: all."}
-    )
-
     def on_policy_inert(self) -> list[str]:
         """Settings of this config that do nothing with one update per rollout batch (logp_old = logp), for the dry
         run's equivalence warning (`healtrl.trainers.on_policy_inert`)."""
@@ -174,10 +152,6 @@ class GRPOBaselineConfig(EntropyGRPOConfig):
         return []
 
     def __post_init__(self):
-        if self.entropy_method not in ENTROPY_METHODS:
-            raise ValueError(
-                f"entropy_method must be one of {', '.join(ENTROPY_METHODS)}; got {self.entropy_method!r}."
-            )
         if not (0.0 < self.clip_cov_ratio <= 1.0):
             raise ValueError(f"clip_cov_ratio must be in (0, 1], got {self.clip_cov_ratio}.")
         if not (self.clip_cov_ub > self.clip_cov_lb):
@@ -188,16 +162,6 @@ class GRPOBaselineConfig(EntropyGRPOConfig):
             raise ValueError(f"kl_cov_ratio must be in (0, 1], got {self.kl_cov_ratio}.")
         if not (self.kl_cov_coef >= 0):
             raise ValueError(f"kl_cov_coef must be >= 0, got {self.kl_cov_coef}.")
-        if self.kl_cov_k_rounding not in KL_COV_K_ROUNDINGS:
-            raise ValueError(
-                f"kl_cov_k_rounding must be one of {', '.join(KL_COV_K_ROUNDINGS)}; got {self.kl_cov_k_rounding!r}."
-            )
-        if self.controller_update not in CONTROLLER_UPDATES:
-            raise ValueError(
-                f"controller_update must be one of {', '.join(CONTROLLER_UPDATES)}; got {self.controller_update!r}."
-            )
-        if self.num_general_samples is not None and self.num_general_samples < 1:
-            raise ValueError(f"num_general_samples must be >= 1 or null, got {self.num_general_samples}.")
         if not (self.entropy_adv_alpha >= 0):
             raise ValueError(f"entropy_adv_alpha must be >= 0, got {self.entropy_adv_alpha}.")
         if not (self.entropy_adv_kappa > 0):
@@ -213,72 +177,42 @@ class GRPOBaselineTrainer(RandomStreamMixin, EntropyGRPOTrainer):
     """
 
     config_class = GRPOBaselineConfig
-    _name = "GRPO"
-    _paper = GRPO_PAPER
-    # The method of the card follows `entropy_method`. Papers as cited in aer.txt / heal.txt's references: Cui et al.
-    # 2025b (arXiv:2505.22617) and Cheng et al. 2025 (arXiv:2506.14758).
-    _cov_paper = {
-        "title": "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models",
-        "id": "2505.22617",
-        "citation": (
-            "@article{cui2025entropy,\n"
-            "    title   = {{The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models}},\n"
-            "    author  = {Ganqu Cui and Yuchen Zhang and Jiacheng Chen and Lifan Yuan and Zhi Wang and Yuxin Zuo and Haozhan Li and Yuchen Fan and Huayu Chen and Weize Chen and others},\n"
-            "    journal = {arXiv preprint arXiv:2505.22617},\n"
-            "    year    = {2025},\n"
-            "}"
-        ),
-    }
-    _card_variant_field = "entropy_method"
-    _card_dataset_fields = ("general_dataset_name",)
-    _card_variants = {
-        "none": {},
-        "clip_cov": {
-            "name": "Clip-Cov",
-            "paper": _cov_paper,
-            "description": (
+    # The method of the card follows `entropy_method`.
+    card_variant_field = "entropy_method"
+    card_variants = {
+        "none": EntropyGRPOTrainer.card,
+        "clip_cov": CardDescription(
+            name="Clip-Cov",
+            paper=COV_PAPER,
+            description=(
                 "GRPO in which a few randomly drawn tokens (a share clip_cov_ratio) among those whose covariance "
                 "between log-probability and advantage lies in (clip_cov_lb, clip_cov_ub) are left out of the "
                 "policy-gradient loss, so that the high-covariance tokens that drive entropy collapse stop doing so."
             ),
-            "fields": ["clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"],
-            "summary_keys": ["cov/selected_tokens"],
-            "tags": ["clip-cov"],
-        },
-        "kl_cov": {
-            "name": "KL-Cov",
-            "paper": _cov_paper,
-            "description": (
+            summary_keys=("cov/selected_tokens",),
+            tags=("clip-cov",),
+        ),
+        "kl_cov": CardDescription(
+            name="KL-Cov",
+            paper=COV_PAPER,
+            description=(
                 "GRPO with a KL penalty kl_cov_coef * |log p - log p_old| on the tokens (a share kl_cov_ratio) with "
                 "the largest covariance between log-probability and advantage, the tokens that drive entropy collapse."
             ),
-            "fields": ["kl_cov_ratio", "kl_cov_coef", "kl_cov_k_rounding"],
-            "summary_keys": ["cov/kl_penalty"],
-            "tags": ["kl-cov"],
-        },
-        "entropy_adv": {
-            "name": "Entropy-Adv",
-            "paper": {
-                "title": "Reasoning with Exploration: An Entropy Perspective",
-                "id": "2506.14758",
-                "citation": (
-                    "@article{cheng2025reasoning,\n"
-                    "    title   = {{Reasoning with Exploration: An Entropy Perspective}},\n"
-                    "    author  = {Daixuan Cheng and Shaohan Huang and Xuekai Zhu and Bo Dai and Wayne Xin Zhao and Zhenliang Zhang and Furu Wei},\n"
-                    "    journal = {arXiv preprint arXiv:2506.14758},\n"
-                    "    year    = {2025},\n"
-                    "}"
-                ),
-            },
-            "description": (
+            summary_keys=("cov/kl_penalty",),
+            tags=("kl-cov",),
+        ),
+        "entropy_adv": CardDescription(
+            name="Entropy-Adv",
+            paper=ENTROPY_ADV_PAPER,
+            description=(
                 "GRPO whose per-token advantage gets an entropy bonus min(alpha * H_t, |A_t| / kappa) (H_t detached), "
                 "so that high-entropy, exploratory tokens are reinforced more; the cap keeps the sign of A_t when "
                 "kappa > 1."
             ),
-            "fields": ["entropy_adv_alpha", "entropy_adv_kappa"],
-            "summary_keys": ["entropy_adv/bonus"],
-            "tags": ["entropy-adv"],
-        },
+            summary_keys=("entropy_adv/bonus",),
+            tags=("entropy-adv",),
+        ),
     }
 
     def __init__(self, model, reward_funcs=None, args: GRPOBaselineConfig | None = None, train_dataset=None, **kwargs):
@@ -323,7 +257,7 @@ class GRPOBaselineTrainer(RandomStreamMixin, EntropyGRPOTrainer):
                 "streaming=True, or leave general_dataset_name unset."
             )
         # One pool, shuffled by TRL's sampler: HEAL's `mixing: shuffle` without the EDA reward.
-        return combine_domains(train_dataset, general, "domain", "target", "general")
+        return combine_domains(train_dataset, general, DOMAIN_COLUMN, TARGET_DOMAIN, GENERAL_DOMAIN)
 
     def _global_cov(self, batch: LossBatch, adv: torch.Tensor) -> torch.Tensor:
         mask = batch.mask.to(torch.float32)

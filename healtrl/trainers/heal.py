@@ -21,14 +21,16 @@ Where the pieces live (the four levers of `EntropyGRPOTrainer`):
 from __future__ import annotations
 
 import math
-import textwrap
 from dataclasses import dataclass, field
 
 import torch
 
 from ..functional.eda import eda_rewards
+from ._card import CardDescription
+from ._general_data import DOMAIN_COLUMN, GENERAL_DOMAIN, TARGET_DOMAIN, GeneralDataConfig
 from ._mixing import DomainShareSampler, OrderedRepeatSampler, combine_domains, interleave_order, load_general_dataset
-from .base import EntropyGRPOConfig, EntropyGRPOTrainer, RolloutBatch
+from ._papers import HEAL_PAPER
+from .base import EntropyGRPOTrainer, RolloutBatch
 
 MIXING_MODES = ("shuffle", "interleave", "fixed_share")
 EDA_SIMILARITIES = ("kl", "hti", "pl")
@@ -37,25 +39,16 @@ EDA_COLUMN = "eda"
 
 
 @dataclass
-class HEALConfig(EntropyGRPOConfig):
+class HEALConfig(GeneralDataConfig):
     r"""
-    Configuration for [`HEALTrainer`]: every field of [`EntropyGRPOConfig`] plus HEAL's (heal.txt §3, §4.1).
+    Configuration for [`HEALTrainer`]: every field of [`GeneralDataConfig`] (the general-domain data, shared with
+    the `grpo` trainer) plus HEAL's (heal.txt §3, §4.1).
 
     The paper's setup (§4.1): 32 target prompts + 384 selected CommonsenseQA prompts, 8 rollouts per prompt,
     temperature 0.7 (Qwen3) / 0.6 (LLaMA-3.2), 128 prompts per batch (= mini-batch), max prompt 1024 and completion
     3072 tokens; see `configs/heal_qwen3_1.7b_medicine.yaml`.
 
     Parameters:
-        general_dataset_name (`str` or `None`, *optional*, defaults to `None`):
-            General-domain data (e.g. the output folder of `healtrl select`, a task name, a local file or a Hub id),
-            loaded with `healtrl.data.load_train_dataset`. `None`: pass `general_dataset=` to the trainer, or give a
-            training dataset whose `domain_column` already marks both domains.
-        general_dataset_config (`str` or `None`, *optional*, defaults to `None`):
-            Hub configuration of the general dataset.
-        general_dataset_split (`str`, *optional*, defaults to `"train"`):
-            Split of the general dataset.
-        num_general_samples (`int` or `None`, *optional*, defaults to `None`):
-            Keep this many general rows (a random subset drawn with `seed`). `None`: all. Paper: 384.
         domain_column (`str`, *optional*, defaults to `"domain"`):
             Column holding each row's domain.
         target_domain (`str`, *optional*, defaults to `"target"`):
@@ -87,23 +80,11 @@ class HEALConfig(EntropyGRPOConfig):
             mode, 50 in `reference` mode (the authors' code).
     """
 
-    general_dataset_name: str | None = field(
-        default=None,
-        metadata={
-            "help": "General-domain data (healtrl select output folder, task name, local file or Hub id). None: pass "
-            "general_dataset= or use a training set whose domain_column marks both domains."
-        },
+    domain_column: str = field(default=DOMAIN_COLUMN, metadata={"help": "Column holding each row's domain."})
+    target_domain: str = field(default=TARGET_DOMAIN, metadata={"help": "domain_column value of target-domain rows."})
+    general_domain: str = field(
+        default=GENERAL_DOMAIN, metadata={"help": "domain_column value of general-domain rows."}
     )
-    general_dataset_config: str | None = field(
-        default=None, metadata={"help": "Hub configuration of the general data."}
-    )
-    general_dataset_split: str = field(default="train", metadata={"help": "Split of the general dataset."})
-    num_general_samples: int | None = field(
-        default=None, metadata={"help": "Keep this many general rows (random subset by seed). Paper: 384."}
-    )
-    domain_column: str = field(default="domain", metadata={"help": "Column holding each row's domain."})
-    target_domain: str = field(default="target", metadata={"help": "domain_column value of target-domain rows."})
-    general_domain: str = field(default="general", metadata={"help": "domain_column value of general-domain rows."})
     mixing: str = field(
         default="shuffle",
         metadata={
@@ -146,12 +127,6 @@ class HEALConfig(EntropyGRPOConfig):
         def bad(name, value, valid):
             return ValueError(f"{name} must be {valid}, got {value!r}.")
 
-        if self.mixing not in MIXING_MODES:
-            raise bad("mixing", self.mixing, f"one of {', '.join(MIXING_MODES)}")
-        if self.eda_similarity not in EDA_SIMILARITIES:
-            raise bad("eda_similarity", self.eda_similarity, f"one of {', '.join(EDA_SIMILARITIES)}")
-        if self.eda_mode not in EDA_MODES:
-            raise bad("eda_mode", self.eda_mode, f"one of {', '.join(EDA_MODES)}")
         if self.interleave_chunks < 1:
             raise bad("interleave_chunks", self.interleave_chunks, ">= 1")
         if not 0.0 < self.general_share < 1.0:
@@ -160,8 +135,6 @@ class HEALConfig(EntropyGRPOConfig):
             raise bad("eda_weight", self.eda_weight, ">= 0 and finite")
         if self.eda_min_length is not None and self.eda_min_length < 0:
             raise bad("eda_min_length", self.eda_min_length, ">= 0 or null")
-        if self.num_general_samples is not None and self.num_general_samples < 1:
-            raise bad("num_general_samples", self.num_general_samples, ">= 1 or null")
         if self.target_domain == self.general_domain:
             raise ValueError(f"target_domain and general_domain must differ (both are {self.target_domain!r}).")
         super().__post_init__()
@@ -183,42 +156,18 @@ class HEALTrainer(EntropyGRPOTrainer):
     """
 
     config_class = HEALConfig
-    _tag_names = ["trl", "grpo", "healtrl", "heal"]
-    _name = "HEAL"
-    _paper = {
-        "title": "HEALing Entropy Collapse: Enhancing Exploration in Few-Shot RLVR via Hybrid-Domain Entropy Dynamics "
-        "Alignment",
-        "id": None,
-        "citation": textwrap.dedent("""\
-            @misc{liu_heal,
-                title        = {{HEALing Entropy Collapse: Enhancing Exploration in Few-Shot RLVR via Hybrid-Domain Entropy Dynamics Alignment}},
-                author       = {Zhanyu Liu and Qingguo Hu and Ante Wang and Chenqing Liu and Zhishang Xiang and Hui Li and Delai Qiu and Jinsong Su},
-                howpublished = {\\url{https://github.com/XMUDeepLIT/HEAL}},
-            }"""),
-        "url": "https://github.com/XMUDeepLIT/HEAL",
-    }
-    _card_description = (
-        "Hybrid-domain Entropy dynamics ALignment for few-shot RLVR: the few target-domain prompts are mixed with "
-        "general-domain prompts (picked by uncertainty x diversity, eq. 1), and the Entropy Dynamics Alignment reward "
-        "(eq. 2-4) gives +1 to a target rollout whose token-entropy sequence is closer to a general rollout's than to "
-        "every other target rollout's, added to the accuracy reward (eq. 5)."
+    card = CardDescription(
+        name="HEAL",
+        paper=HEAL_PAPER,
+        description=(
+            "Hybrid-domain Entropy dynamics ALignment for few-shot RLVR: the few target-domain prompts are mixed with "
+            "general-domain prompts (picked by uncertainty x diversity, eq. 1), and the Entropy Dynamics Alignment reward "
+            "(eq. 2-4) gives +1 to a target rollout whose token-entropy sequence is closer to a general rollout's than to "
+            "every other target rollout's, added to the accuracy reward (eq. 5)."
+        ),
+        summary_keys=("heal/entropy_target", "heal/entropy_general", "heal/eda_rate"),
+        tags=("heal",),
     )
-    _card_method_fields = (
-        "general_dataset_name",
-        "num_general_samples",
-        "mixing",
-        "interleave_chunks",
-        "general_share",
-        "eda_weight",
-        "eda_similarity",
-        "eda_mode",
-        "eda_min_length",
-        "domain_column",
-        "target_domain",
-        "general_domain",
-    )
-    _card_dataset_fields = ("general_dataset_name",)
-    _card_summary_keys = ("heal/entropy_target", "heal/entropy_general", "heal/eda_rate")
 
     def __init__(
         self, model, reward_funcs=None, args: HEALConfig | None = None, train_dataset=None, general_dataset=None, **kw

@@ -3,7 +3,7 @@
 What it does, per optimizer step:
 
 1. Strict on-policy training (§5.2, §6.1): one optimizer update per rollout batch, no reuse of rollouts. `OPEFOConfig`
-   rejects configurations under which TRL would update on samples of an older policy. TRL 1.16 then computes no old
+   rejects configurations under which TRL would update on samples of an older policy. TRL then computes no old
    log-probs and uses `old_per_token_logps = per_token_logps.detach()`, so the importance ratio is exactly 1 and the
    clipped and unclipped surrogates coincide: clipping (`epsilon`, `epsilon_high`, `delta`) is inert. Under vLLM, TRL
    still computes old log-probs to correct the sampler/trainer mismatch (`vllm_importance_sampling_correction`, TRL's
@@ -57,7 +57,9 @@ import torch
 from ..diagnostics import current_learning_rate
 from ..functional.entropy_change import ESTIMATORS, token_entropy_change
 from ..functional.opefo import SIDES, opefo_flow_sums, opefo_lambda_from_sums, opefo_token_weights
+from ._card import CardDescription
 from ._generation_stats import GenerationStats
+from ._papers import OPEFO_PAPER
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
 
 logger = logging.getLogger(__name__)
@@ -135,13 +137,6 @@ class OPEFOConfig(EntropyGRPOConfig):
     )
 
     def __post_init__(self):
-        for name, value, choices in [
-            ("entropy_change_estimator", self.entropy_change_estimator, ESTIMATORS),
-            ("lambda_mode", self.lambda_mode, LAMBDA_MODES),
-            ("balance_sides", self.balance_sides, SIDES),
-        ]:
-            if value not in choices:
-                raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}.")
         if not -1.0 <= self.static_lambda <= 1.0:
             raise ValueError(
                 f"static_lambda must lie in [-1, 1] (eq. 7 weights 1 +- lambda); got {self.static_lambda}."
@@ -170,34 +165,18 @@ class OPEFOTrainer(EntropyGRPOTrainer):
     from every update batch), so nothing beyond TRL's checkpoint is saved.
     """
 
-    _tag_names = ["trl", "grpo", "healtrl", "opefo"]
     config_class = OPEFOConfig
-    _name = "OPEFO"
-    # opefo.txt: an anonymous ACL submission (no authors, no arXiv id in the text).
-    _paper = {
-        "title": "Understanding and Preventing Entropy Collapse in RLVR with On-Policy Entropy Flow Optimization",
-        "id": None,
-        "citation": (
-            "@misc{opefo,\n"
-            "    title  = {{Understanding and Preventing Entropy Collapse in RLVR with On-Policy Entropy Flow Optimization}},\n"
-            "    author = {Anonymous},\n"
-            "    note   = {Anonymous ACL submission},\n"
-            "}"
+    card = CardDescription(
+        name="OPEFO",
+        paper=OPEFO_PAPER,
+        description=(
+            "On-Policy Entropy Flow Optimization: strictly on-policy GRPO in which every token's predicted entropy change "
+            "(eq. 6) puts it among the entropy-increasing or -decreasing tokens; their updates are scaled by (1 + lambda) "
+            "and (1 - lambda) (eq. 7), with lambda (eq. 9) chosen so the entropy flow of each update batch balances."
         ),
-    }
-    _card_description = (
-        "On-Policy Entropy Flow Optimization: strictly on-policy GRPO in which every token's predicted entropy change "
-        "(eq. 6) puts it among the entropy-increasing or -decreasing tokens; their updates are scaled by (1 + lambda) "
-        "and (1 - lambda) (eq. 7), with lambda (eq. 9) chosen so the entropy flow of each update batch balances."
+        summary_keys=("opefo/lambda",),
+        tags=("opefo",),
     )
-    _card_method_fields = (
-        "entropy_change_estimator",
-        "lambda_mode",
-        "static_lambda",
-        "balance_sides",
-        "lambda_eps",
-    )
-    _card_summary_keys = ("opefo/lambda",)
 
     def __init__(self, model, reward_funcs=None, args: OPEFOConfig | None = None, train_dataset=None, **kwargs):
         super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)

@@ -19,14 +19,14 @@ What healtrl does instead, only when the vLLM platform (colocate) or the trainer
 * server: the trainer writes its weights to one safetensors file and asks the server, through vLLM's dev-mode
   `/collective_rpc` endpoint, to run `healtrl_load_weights_file` on every worker: a method the worker extension
   `FileWeightSync` adds (start the server with `python -m healtrl.vllm_serve`, which passes
-  `--worker-extension-cls healtrl.trainers._vllm_sync.FileWeightSync`). The file lives in `vllm_weight_sync_dir`, so
+  `--worker-extension-cls healtrl.trainers._trl.vllm_sync.FileWeightSync`). The file lives in `vllm_weight_sync_dir`, so
   trainer and server must share a file system (loopback, one machine: the CPU case).
 
 Both replacements are guarded by the vLLM versions they were checked with (`CHECKED_VLLM`); on another version healtrl
 refuses to guess (set `vllm_cpu_weight_sync="off"` to run TRL's own code). GPU runs are never touched.
 
 Every use of TRL's internals here (the `mode`/`llm`/`vllm_client` attributes, `VLLMClient.base_url`/`session`, and,
-through the TRL boundary's `vllm_named_params`, the private `VLLMGeneration._iter_named_params`) follows TRL 1.16's
+through `vllm_named_params`, the private `VLLMGeneration._iter_named_params`) follows TRL 1.16's
 `trl/generation/vllm_generation.py` and `vllm_client.py`.
 """
 
@@ -36,7 +36,13 @@ import os
 import tempfile
 from typing import Any
 
-from ._trl import vllm_named_params
+
+def vllm_named_params(generation):
+    """The (name, tensor) pairs TRL 1.16's `VLLMGeneration.sync_weights` sends to vLLM: its private
+    `VLLMGeneration._iter_named_params` (gathers FSDP / ZeRO-3 shards, merges PEFT adapters, names as vLLM expects).
+    Every process must iterate it: the gathers are collective."""
+    return generation._iter_named_params()
+
 
 #: vLLM releases (major.minor) the CPU weight sync was run with (benchmarks/vllm_cpu_check.py, tests/test_vllm.py).
 CHECKED_VLLM = ("0.32",)
@@ -84,7 +90,7 @@ def reload_into_runner(runner, named_tensors) -> None:
 
 
 class FileWeightSync:
-    """vLLM worker extension (`--worker-extension-cls healtrl.trainers._vllm_sync.FileWeightSync`).
+    """vLLM worker extension (`--worker-extension-cls healtrl.trainers._trl.vllm_sync.FileWeightSync`).
 
     Adds two methods to each vLLM worker, called by the trainer through `/collective_rpc`: one that loads a safetensors
     file written by the trainer into the running model, and one that reports the protocol version (so the trainer can

@@ -1,6 +1,6 @@
 """What the levers receive: `LossBatch` (levers 1 and 2, from the policy forward of the loss) and `RolloutBatch`
-(lever 3, the gathered generation batch). Kept apart from `base.py` so that the TRL boundary (`_trl.py`), which builds
-them, and the base trainer, which documents them, both import them without a cycle."""
+(lever 3, the gathered generation batch). The TRL boundary builds them (`loss.py`, `generation.py`); `base.py`
+re-exports them for the method trainers."""
 
 from __future__ import annotations
 

@@ -1,0 +1,219 @@
+"""What the TRL boundary calls and reads on the trainer: every hook with its default, and the call it is inside.
+
+`BoundaryHooks` declares, with the default each one has, every method and attribute the boundary's overrides of TRL's
+private methods call on the trainer. `EntropyGRPOTrainer` (`base.py`) and the method trainers override them; none of
+them is TRL's. Reading the boundary therefore needs no other file: a hook that is not declared here is not called.
+
+`TRLCall` names the TRL call the boundary is inside. The boundary states it (`BoundaryHooks._inside`) around each TRL
+method it wraps, so a forward through `_get_per_token_logps_and_entropies` knows what it is from the call it runs in,
+never from leftover flags: the policy forward of `_compute_loss`, the old-log-prob pass of
+`_generate_and_score_completions`, or a plain forward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import torch
+
+from .batches import LossBatch, RolloutBatch
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+class TRLCall(enum.Enum):
+    """A TRL 1.16 method the boundary wraps, as `CallState.call` while it runs."""
+
+    #: `GRPOTrainer._generate_and_score_completions`: `_generate`, the old-log-prob pass (when TRL runs it), the
+    #: reference forward, `_calculate_rewards`, advantages.
+    GENERATE_AND_SCORE = "GRPOTrainer._generate_and_score_completions"
+    #: `GRPOTrainer._compute_loss`: one policy forward, then the loss from `inputs["advantages"]`.
+    LOSS = "GRPOTrainer._compute_loss"
+
+
+@dataclass
+class CallState:
+    """The TRL call running now and what the boundary has seen inside it."""
+
+    call: TRLCall
+    #: LOSS: the shallow copy of the micro-batch TRL's loss reads (`inputs["advantages"]` is replaced there).
+    inputs: dict[str, Any] | None = None
+    #: LOSS: what the policy forward produced; set once, by the only forward TRL 1.16 runs in `_compute_loss`.
+    batch: LossBatch | None = None
+    #: GENERATE_AND_SCORE: whether TRL's old-log-prob pass (its first policy forward there) has run.
+    old_logps_done: bool = False
+
+
+class Guard(Protocol):
+    """The divergence guard (`_guard.DivergenceGuard`), as the boundary uses it."""
+
+    def record(self, batch: LossBatch | None, loss: torch.Tensor) -> None: ...
+    def check_weights(self, trainer) -> None: ...
+    def state(self) -> dict[str, Any]: ...
+    def load_state(self, state: dict[str, Any]) -> None: ...
+
+
+class Inspector(Protocol):
+    """The training-time entropy views (`_inspect_hooks.RolloutInspector`), as the boundary uses them."""
+
+    def wants_entropies(self, trainer) -> bool: ...
+    def on_rollouts(self, trainer, prompts, completion_ids, rewards_per_func, step_entropies) -> None: ...
+
+
+class FlowDiagnostics(Protocol):
+    """The entropy-flow diagnostics (`healtrl.diagnostics.EntropyFlowDiagnostics`), as the boundary uses them."""
+
+    estimator: str
+
+    def update(self, trainer, batch: LossBatch) -> None: ...
+
+
+def field_default(config_class: type, name: str):
+    """The default of config field `name` of `config_class` (AttributeError when it has none)."""
+    for f in dataclasses.fields(config_class):
+        if f.name == name:
+            if f.default is not dataclasses.MISSING:
+                return f.default
+            if f.default_factory is not dataclasses.MISSING:
+                return f.default_factory()
+            break
+    raise AttributeError(f"{config_class.__name__} has no field '{name}' with a default.")
+
+
+class BoundaryHooks:
+    """Every hook and attribute the TRL boundary uses on the trainer, with its default (no-op) behaviour.
+
+    Class-level defaults keep TRL's paths working on an instance built without `__init__` (a test double).
+    """
+
+    # -- state the trainer sets in `__init__` -----------------------------------------------------------------------
+    #: The config class; `_arg` falls back to its field defaults.
+    config_class: type
+    #: Reward columns filled by `augment_rewards` (set from `get_reward_augmentations`).
+    _augmentation_names: tuple[str, ...] | list[str] = ()
+    #: Divergence guard, or None: records each training loss, checks weights before a checkpoint, is checkpointed.
+    _guard: Guard | None = None
+    #: Entropy views, or None: asked whether rollout entropies are wanted, handed the rollouts of a view step.
+    _inspect: Inspector | None = None
+    #: Entropy-flow diagnostics, or None: updated with each `LossBatch` (estimator "exact" needs the power sums).
+    _entropy_flow: FlowDiagnostics | None = None
+    #: Extra reward columns this trainer fills in `augment_rewards`: name -> weight in the summed reward.
+    reward_augmentations: dict[str, float] = {}
+    #: Hold TRL's adaptive entropy coefficient update (`use_adaptive_entropy`) until the last micro-batch of each
+    #: rollout batch (the `grpo` trainer's `controller_update: rollout_batch`).
+    defer_trl_entropy = False
+
+    # -- the call the boundary is inside ------------------------------------------------------------------------------
+    _call: CallState | None = None
+
+    @contextlib.contextmanager
+    def _inside(self, call: TRLCall, **fields):
+        """State that `call` runs for the duration of the block (restoring the outer call after it)."""
+        outer = self._call
+        state = CallState(call, **fields)
+        self._call = state
+        try:
+            yield state
+        finally:
+            self._call = outer
+
+    # -- config and TRL state read by every part of the boundary ---------------------------------------------------
+    def _arg(self, name: str):
+        """Config field `name`: `self.args.<name>`, or the field's default in `config_class` when `self.args` lacks it
+        (a plain `GRPOConfig` or a test double carrying only TRL's fields), so TRL's code paths run unchanged."""
+        args = getattr(self, "args", None)
+        if hasattr(args, name):
+            return getattr(args, name)
+        return field_default(self.config_class, name)
+
+    @property
+    def _mode(self) -> str:
+        return "train" if self.model.training else "eval"
+
+    def log_metric(self, name: str, value: float | torch.Tensor) -> None:
+        """Log a scalar through TRL's metric buffer (averaged per logging step, sent to every `report_to` backend)."""
+        if isinstance(value, torch.Tensor):
+            value = value.item()
+        self._metrics[self._mode][name].append(float(value))
+
+    @property
+    def _generate_every(self) -> int:
+        """Micro-batches per rollout batch (TRL generates once every this many `training_step`s)."""
+        return self.args.steps_per_generation * self.num_iterations
+
+    # -- lever 1 and 2: the loss forward ----------------------------------------------------------------------------
+    def shape_advantages(self, advantages: torch.Tensor, batch: LossBatch) -> torch.Tensor | None:
+        """Lever 1: return per-token advantages (B, T) (or (B,)) for the loss, or None to keep TRL's."""
+        return None
+
+    def extra_loss(self, batch: LossBatch) -> torch.Tensor | None:
+        """Lever 2: a scalar added to TRL's loss of one micro-batch (None for nothing).
+
+        Return it normalised as a per-micro-batch mean; the base divides it by the gradient-accumulation steps in
+        training, the same scaling TRL applies to its own loss and entropy bonus.
+        """
+        return None
+
+    @property
+    def needs_power_sums(self) -> bool:
+        """Whether the policy forward of the loss also computes the power sums (handed over in `LossBatch`)."""
+        return False
+
+    # -- lever 3: rewards -------------------------------------------------------------------------------------------
+    def get_reward_augmentations(self) -> dict[str, float]:
+        """Lever 3: the augmentation columns (name -> weight) this trainer adds. Defaults to `reward_augmentations`."""
+        return dict(self.reward_augmentations)
+
+    def augment_rewards(self, rollouts: RolloutBatch) -> dict[str, torch.Tensor]:
+        """Lever 3: one tensor of shape (B,) per augmentation column, B = the gathered generation batch."""
+        return {}
+
+    @property
+    def needs_rollout_entropies(self) -> bool:
+        """Whether `augment_rewards` receives per-token rollout entropies."""
+        return bool(self._arg("rollout_entropy"))
+
+    def _computes_rollout_entropies(self) -> bool:
+        # The method's need, or the entropy views and metrics (not handed to lever 3).
+        return self.needs_rollout_entropies or (self._inspect is not None and self._inspect.wants_entropies(self))
+
+    # -- lever 4: data ----------------------------------------------------------------------------------------------
+    def train_sampler(self, dataset):
+        """The sampler of the training dataset, or None for TRL's (`GRPOTrainer._get_train_sampler`)."""
+        return None
+
+    # -- the generation batch ---------------------------------------------------------------------------------------
+    def rollout_columns(self, rewards_per_func: torch.Tensor, num_generations: int) -> dict[str, torch.Tensor]:
+        """Per-completion columns of the whole (gathered) generation batch, computed once per generation batch from
+        its rewards (B_global, n_reward_funcs), identical on every process; each a (B_global,) tensor. The boundary
+        stores each process's slice in its local batch."""
+        return {}
+
+    def finish_generation_batch(self, batch: dict[str, Any]) -> None:
+        """Called with the local generation batch (TRL's output of `_generate_and_score_completions`, after the
+        `rollout_columns`) before TRL buffers it; may add per-completion or per-token entries."""
+
+    def generate_rollouts(self, generate: Callable, prompts: list):
+        """Wraps the generation of one batch: `generate(prompts)` is TRL's (with healtrl's rollout-entropy capture)."""
+        return generate(prompts)
+
+    def old_logps_pass_request(self) -> dict[str, bool] | None:
+        """Whether the next no-grad forward TRL runs over fresh rollouts (its old-log-prob pass) should hand its
+        statistics to `receive_old_logps_stats`: None, or `{"power_sums": bool}`. Asked once per such forward."""
+        return None
+
+    def receive_old_logps_stats(self, stats: dict[str, torch.Tensor]) -> None:
+        """Per-token `logp`, `entropy` (and `sum_p2`, `sum_p2_logp`) of TRL's old-log-prob pass, as requested."""
+
+    # -- checkpoints ------------------------------------------------------------------------------------------------
+    def method_state(self) -> dict[str, Any]:
+        """JSON-serialisable state of the method (coefficients, schedules) saved with every checkpoint."""
+        return {}
+
+    def load_method_state(self, state: dict[str, Any]) -> None:
+        """Restore what `method_state` returned, when resuming from a checkpoint."""
