@@ -26,6 +26,11 @@ def shut_down_process_group() -> None:
         dist.destroy_process_group()
 
 
+# What the backends say when a peer is gone: gloo `Connection reset/closed by peer`, `Application timeout caused pair
+# closure` (after --ddp_timeout), `Timed out waiting ...`; NCCL `... watchdog ... timeout`, `remote process exited`.
+LOST_PEER = r"gloo|NCCL|c10d|[Tt]imed? ?out|[Cc]onnection (reset|closed|refused)|pair closure|remote process"
+
+
 def lost_peer_note(exc: BaseException) -> str | None:
     """For a collective that failed because another process of the run is gone (killed, crashed, frozen past
     `--ddp_timeout`, network down): one paragraph naming this process and the lost peer, else None.
@@ -37,8 +42,8 @@ def lost_peer_note(exc: BaseException) -> str | None:
     import torch.distributed as dist
 
     message = str(exc)
-    backend_error = isinstance(exc, getattr(dist, "DistError", ())) or re.search(r"gloo|NCCL|c10d", message)
-    if not (dist.is_available() and dist.is_initialized() and backend_error):
+    backend_error = isinstance(exc, getattr(dist, "DistError", ())) or re.search(LOST_PEER, message)
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 and backend_error):
         return None
     rank, world = dist.get_rank(), dist.get_world_size()
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
