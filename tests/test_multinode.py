@@ -251,3 +251,25 @@ def test_lost_peer_note_names_this_process_and_the_lost_node(monkeypatch, world,
     frozen = note(RuntimeError("Application timeout caused pair closure"))  # gloo, after --ddp_timeout
     assert f"is on {where}: it died, crashed or stopped answering" in frozen
     assert note(ValueError("a bug of the run's own")) is None  # not a lost peer: no note
+
+
+def test_ddp_timeout_reaches_the_gloo_group_of_a_cpu_run(monkeypatch):
+    """transformers leaves a CPU run's gloo group at torch's 30 minutes; run_training applies --ddp_timeout."""
+    import datetime
+
+    import torch.distributed as dist
+
+    from healtrl._distributed import honour_ddp_timeout
+
+    assert not dist.is_initialized()
+    honour_ddp_timeout(7)  # outside a launch: nothing to do
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+        assert backend.options._timeout == datetime.timedelta(minutes=30)
+        honour_ddp_timeout(7)
+        assert backend.options._timeout == datetime.timedelta(seconds=7)
+    finally:
+        dist.destroy_process_group()
