@@ -194,6 +194,24 @@ def check_sharded_launch() -> str | None:
     return kind
 
 
+def honour_ddp_timeout(seconds: int | float) -> None:
+    """Give the default process group the collective timeout `seconds` (TrainingArguments' `ddp_timeout`).
+
+    transformers 5 (`TrainingArguments._setup_devices`) passes `ddp_timeout` to accelerate on accelerators only: with
+    `use_cpu: true` the gloo group keeps torch's 30 minutes, so a frozen peer of a CPU run would hold every other
+    process for 30 minutes whatever `--ddp_timeout` says. Applied to the group that exists (a no-op outside a launch).
+    """
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_backend() != "gloo":
+        return
+    group = dist.distributed_c10d._get_default_group()
+    group._get_backend(torch.device("cpu")).set_timeout(datetime.timedelta(seconds=seconds))
+
+
 def accelerator_paths_on_cpu() -> None:
     """Make accelerate take its accelerator path on CPU tensors (gloo, device pinned to the CPU); see the module
     docstring. Call in a torchrun / accelerate launch worker before anything builds an accelerate state."""

@@ -124,6 +124,9 @@ def run_training(resolved: ResolvedConfig):
     """Build everything `resolved` describes, train, save, and return the trainer."""
     script_args, model_args, trainer_args = resolved.script_args, resolved.model_args, resolved.trainer_args
     configure_threads(script_args.torch_num_threads)
+    from healtrl._distributed import honour_ddp_timeout
+
+    honour_ddp_timeout(trainer_args.ddp_timeout)  # --ddp_timeout on the CPU too (transformers applies it on GPUs only)
 
     from trl import get_peft_config, get_quantization_config
 
