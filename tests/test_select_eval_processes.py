@@ -48,6 +48,7 @@ def test_interleave_and_sharding_rules():
     assert Processes().gather("x") == ["x"]  # one process: no collective
 
 
+@pytest.mark.slow  # a two-process launch (~35 s)
 def test_two_processes_equal_one(tmp_path, restore_threads, monkeypatch):
     from healtrl.cli.eval import eval_main
     from healtrl.cli.select import select_main
