@@ -145,7 +145,17 @@ def test_interleave_mode_reads_chunks_in_order(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 # The EDA reward
 # ---------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("similarity,mode", [("kl", "paper"), ("hti", "paper"), ("pl", "paper"), ("kl", "reference")])
+# kl-paper runs in the default suite; the other similarities and the reference mode are marked slow.
+@pytest.mark.parametrize(
+    "similarity,mode",
+    [
+        ("kl", "paper"),
+        *(
+            pytest.param(s, m, marks=pytest.mark.slow)
+            for s, m in [("hti", "paper"), ("pl", "paper"), ("kl", "reference")]
+        ),
+    ],
+)
 def test_eda_column_is_the_functional_on_rollout_entropies(tmp_path, similarity, mode):
     trainer = heal_trainer(tmp_path, max_steps=2, eda_similarity=similarity, eda_mode=mode, eda_min_length=1)
     trainer.train()
