@@ -3,6 +3,7 @@
 * `toy_model_dir`, `toy_models`: the warmed-up toy models (`healtrl.toy.toy_model_path`: built into the healtrl cache
   on first use, found there afterwards), resolved once per session, before any subprocess of a test needs them.
 * `no_network`: any attempt to open a network connection fails the test, and the Hugging Face Hub is offline.
+* `restore_threads`: torch's CPU thread count is put back after the test (the commands set it, `configure_threads`).
 """
 
 from __future__ import annotations
@@ -42,3 +43,13 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     yield
+
+
+@pytest.fixture
+def restore_threads():
+    """Put torch's CPU thread count back after the test (`healtrl.cli.configure_threads` changes it)."""
+    import torch
+
+    previous = torch.get_num_threads()
+    yield
+    torch.set_num_threads(previous)

@@ -38,13 +38,6 @@ def exact_pass_at_k(n: int, c: int, k: int) -> Fraction:
     return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
 
 
-@pytest.fixture
-def restore_threads():
-    previous = torch.get_num_threads()
-    yield
-    torch.set_num_threads(previous)
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # pass_at_k
 # ----------------------------------------------------------------------------------------------------------------

@@ -12,18 +12,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from healtrl._distributed import Processes, interleave
 from tests.helpers import run_two_processes
 from tests.select_eval_args import checkpoints_args, eval_args, make_run, select_args
-
-
-@pytest.fixture
-def restore_threads():
-    previous = torch.get_num_threads()
-    yield
-    torch.set_num_threads(previous)
 
 
 def _records(folder) -> list[dict]:

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from healtrl.cli import main
 
@@ -32,13 +31,6 @@ QUICK = [
     "--num_train_samples",
     "64",
 ]
-
-
-@pytest.fixture
-def restore_threads():
-    previous = torch.get_num_threads()
-    yield
-    torch.set_num_threads(previous)
 
 
 def read_history(output_dir: Path) -> list[dict]:
