@@ -20,9 +20,8 @@ from healtrl.cli import train_main
 from healtrl.cli._ranges import FIELD_RANGES
 from healtrl.cli.config import _classes_for, _field_default, _init_fields, parse
 from tests.test_config import base_config, write_yaml
-from tests.test_dry_run import no_network  # noqa: F401  (the fixture, used by every test below)
 
-pytestmark = pytest.mark.usefixtures("no_network")
+pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py
 
 
 @pytest.fixture

@@ -285,7 +285,10 @@ RESUME_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(RESUME_CASES))
+# posadv runs in the default suite; the other controllers (~10-20 s each) are marked slow.
+@pytest.mark.parametrize(
+    "case", [c if c == "posadv" else pytest.param(c, marks=pytest.mark.slow) for c in sorted(RESUME_CASES)]
+)
 def test_resume_mid_rollout_batch_gives_the_uninterrupted_updates(tmp_path, case):
     tcls, ccls, kw, keys = RESUME_CASES[case]
     cfg = dict(FOUR_PER_ROLLOUT, max_steps=8, learning_rate=5e-2, **kw)

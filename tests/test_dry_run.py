@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -35,19 +34,6 @@ def _kind(path: Path) -> str:
 
 TRAIN_CONFIGS = [p for p in CONFIGS if _kind(p) == "train"]
 SELECT_CONFIGS = [p for p in CONFIGS if _kind(p) == "select"]
-
-
-@pytest.fixture
-def no_network(monkeypatch):
-    """Fail any attempt to open a network connection (the dry run must work without the Hub)."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"the dry run tried to open a network connection: {args}")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    yield
 
 
 @pytest.fixture

@@ -38,20 +38,6 @@ def exact_pass_at_k(n: int, c: int, k: int) -> Fraction:
     return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
 
 
-@pytest.fixture(scope="module")
-def toy_model_dir():
-    from healtrl.toy import toy_model_path
-
-    return toy_model_path(TOY)
-
-
-@pytest.fixture
-def restore_threads():
-    previous = torch.get_num_threads()
-    yield
-    torch.set_num_threads(previous)
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # pass_at_k
 # ----------------------------------------------------------------------------------------------------------------

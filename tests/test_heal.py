@@ -145,7 +145,17 @@ def test_interleave_mode_reads_chunks_in_order(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 # The EDA reward
 # ---------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("similarity,mode", [("kl", "paper"), ("hti", "paper"), ("pl", "paper"), ("kl", "reference")])
+# kl-paper runs in the default suite; the other similarities and the reference mode are marked slow.
+@pytest.mark.parametrize(
+    "similarity,mode",
+    [
+        ("kl", "paper"),
+        *(
+            pytest.param(s, m, marks=pytest.mark.slow)
+            for s, m in [("hti", "paper"), ("pl", "paper"), ("kl", "reference")]
+        ),
+    ],
+)
 def test_eda_column_is_the_functional_on_rollout_entropies(tmp_path, similarity, mode):
     trainer = heal_trainer(tmp_path, max_steps=2, eda_similarity=similarity, eda_mode=mode, eda_min_length=1)
     trainer.train()
@@ -188,6 +198,7 @@ def test_per_domain_entropy_logged_matches_rollouts(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 # Resume, registry, several processes
 # ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow  # a training run saved at every step, then resumed (~30 s); test_checkpoint_safety.py and test_controller_cadence.py keep resumes in the default suite
 def test_resume_sees_the_same_batches(tmp_path):
     cfg = dict(max_steps=3, mixing="fixed_share", general_share=0.5)
     full = heal_trainer(tmp_path / "full", save_strategy="steps", save_steps=1, **cfg)
@@ -201,6 +212,7 @@ def test_registered_and_in_top_level_namespace():
     assert get_trainer_classes("heal") == (HEALTrainer, HEALConfig)
 
 
+@pytest.mark.slow  # a two-process launch (~25 s); test_distributed.py keeps one in the default suite
 def test_two_processes_compute_eda_on_the_global_batch(tmp_path):
     ranks = run_two_processes(os.path.join(HERE, "dist_heal_worker.py"), tmp_path)
     assert ranks[0] == ranks[1]  # every rank saw the same gathered batch and computed the same rewards

@@ -60,14 +60,6 @@ TRAINERS = {
 }
 
 
-@pytest.fixture(scope="module")
-def toy_models():
-    """Build (or find) the warmed-up toy models once, before any subprocess needs them."""
-    from healtrl.toy import toy_model_path
-
-    return [toy_model_path("healtrl-toy/qwen2-add"), toy_model_path("healtrl-toy/qwen2-add+compare")]
-
-
 def args_for(trainer: str, output_dir: Path) -> list[str]:
     config, extra = TRAINERS[trainer]
     return ["--config", config, *LAYOUT, *extra, "--output_dir", str(output_dir)]
@@ -135,6 +127,7 @@ def reference_runs(tmp_path_factory, toy_models):
     return get
 
 
+@pytest.mark.slow  # killed training processes (~60 s); test_checkpoint_safety.py checks the skipped half-written checkpoint in the default suite
 def test_kill_during_checkpoint_write_resumes_from_the_last_complete_one(tmp_path, reference_runs):
     """Killed while writing checkpoint 6: checkpoint-6 is incomplete (no marker), `--resume_from_checkpoint true`
     skips it with a warning naming it, resumes from checkpoint-3 (inside a rollout batch) and ends bitwise where the

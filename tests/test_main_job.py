@@ -100,6 +100,7 @@ def test_main_job_refuses_several_processes(tmp_path, monkeypatch, capsys):
     assert "WORLD_SIZE is 2" in capsys.readouterr().err and not (tmp_path / "main").exists()
 
 
+@pytest.mark.slow  # two end-to-end training runs (~40 s); the checks above cover the main job's wiring
 def test_main_job_end_to_end(tmp_path):
     """`python train.py` with a few steps: selection, both runs, the PNG and the summary."""
     root = tmp_path / "main"

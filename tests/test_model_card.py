@@ -177,7 +177,8 @@ def make_trainer(case: dict, output_dir: Path, model: str | None = None, **cfg):
     )
 
 
-@pytest.mark.parametrize("name", list(CASES))
+# heal runs in the default suite; the other trainers' cards (a short training run each) are marked slow.
+@pytest.mark.parametrize("name", [n if n == "heal" else pytest.param(n, marks=pytest.mark.slow) for n in CASES])
 def test_saved_card_content(name, tmp_path):
     case = CASES[name]
     model_path = tiny_model_path(tmp_path)

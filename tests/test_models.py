@@ -74,6 +74,7 @@ def _greedy(model, tokenizer, question: str, max_new_tokens: int = 16) -> str:
 # ------------------------------------------------------------------------------------------- the real conversion
 
 
+@pytest.mark.slow  # the real GGUF conversion (~45 s, once per session); the mocked conversion tests below stay default
 @needs_gguf
 def test_conversion_produces_plain_transformers_folder(converted):
     cache, path, _ = converted
@@ -100,6 +101,7 @@ def test_conversion_produces_plain_transformers_folder(converted):
     assert tokenizer.model_max_length == model.config.max_position_embeddings
 
 
+@pytest.mark.slow  # the real GGUF conversion (~45 s, once per session); the mocked conversion tests below stay default
 @needs_gguf
 def test_chat_template(converted):
     _, path, _ = converted
@@ -117,6 +119,7 @@ def test_chat_template(converted):
     assert tokenizer.convert_ids_to_tokens(tokenizer("12")["input_ids"]) == ["1", "2"]
 
 
+@pytest.mark.slow  # the real GGUF conversion (~45 s, once per session); the mocked conversion tests below stay default
 @needs_gguf
 def test_greedy_generation_answers(fp32_model_and_tokenizer):
     model, tokenizer = fp32_model_and_tokenizer
@@ -132,6 +135,7 @@ def test_greedy_generation_answers(fp32_model_and_tokenizer):
     assert len(answer) < 24
 
 
+@pytest.mark.slow  # the real GGUF conversion (~45 s, once per session); the mocked conversion tests below stay default
 @needs_gguf
 def test_second_resolve_is_a_cache_hit(converted, monkeypatch):
     cache, path, _ = converted
@@ -156,6 +160,7 @@ def test_second_resolve_is_a_cache_hit(converted, monkeypatch):
     assert resolve_model_path(NAME, cache_dir=cache) == str(path)
 
 
+@pytest.mark.slow  # the real GGUF conversion (~45 s, once per session); the mocked conversion tests below stay default
 @needs_gguf
 def test_verification_rejects_wrong_weights(converted, fp32_model_and_tokenizer):
     # The passing case ran during the conversion (its metrics are in the marker); here the reference model is the

@@ -2,9 +2,10 @@
 
 The small path (`HEALTRL_NOTEBOOK_SMALL=1`) trains healtrl's offline toy model for a few dozen steps on the CPU, with
 no network. Each notebook runs with nbclient in a fresh `python3` kernel whose working directory is a temporary folder
-and whose `PYTHONPATH` starts with this checkout (so it imports this checkout's healtrl). They are not marked slow:
-CI runs them (issue #8). Cells are found by their tags (`install`, `small-switch`, `plot`, `eval`, `save`, `push`,
-`summary`), which `notebooks/_build.py` sets.
+and whose `PYTHONPATH` starts with this checkout (so it imports this checkout's healtrl). One of them (01_heal)
+runs in the default suite, which CI runs (issue #8); the other five are marked slow (`.ci/release` runs them). Cells
+are found by their tags (`install`, `small-switch`, `plot`, `eval`, `save`, `push`, `summary`), which
+`notebooks/_build.py` sets.
 """
 
 from __future__ import annotations
@@ -333,7 +334,8 @@ def test_stored_outputs_show_the_results(name):
     assert nb.metadata["healtrl"]["outputs"]["path"].startswith("small")
 
 
-@pytest.mark.parametrize("name", NAMES)
+# 01_heal (the fastest, ~40 s) runs in the default suite; the other five (~45-60 s each) are marked slow.
+@pytest.mark.parametrize("name", [n if n == "01_heal" else pytest.param(n, marks=pytest.mark.slow) for n in NAMES])
 def test_notebook_runs_on_the_small_path(name, tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -392,6 +394,7 @@ def test_notebook_runs_on_the_small_path(name, tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------------------------------------------
 # The install cell, run against a local build
 # ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow  # a pip install into a fresh venv (~40 s)
 def test_install_cell_installs_the_tagged_release_from_the_repository(tmp_path):
     """Runs the install cell, as Colab would, in a fresh virtual environment where healtrl is not importable, with
     `HEALTRL_REPO` pointed at a local clone of this repository that carries the tag `HEALTRL_REF`.

@@ -362,6 +362,7 @@ def _worker(output_dir: str) -> None:
         json.dump(report, f)
 
 
+@pytest.mark.slow  # a two-process launch (~25 s); test_distributed.py keeps one in the default suite
 def test_two_process_lambda_identical_and_global(tmp_path):
     reports = run_two_processes(__file__, tmp_path)
     for ga in ("1", "2"):

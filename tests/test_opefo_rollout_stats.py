@@ -296,6 +296,7 @@ def _worker(output_dir: str) -> None:
         json.dump(report, f)
 
 
+@pytest.mark.slow  # a two-process launch (~25 s); test_distributed.py keeps one in the default suite
 def test_two_processes_lambda_from_generation_is_global_and_equals_forward(tmp_path):
     reports = run_two_processes(__file__, tmp_path)
     for estimator in ESTIMATORS:

@@ -31,6 +31,7 @@ def blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
 
 
+@pytest.mark.slow  # an end-to-end training run (~45 s)
 def test_python_quick_start_runs(tmp_path):
     (code,) = blocks("python")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -119,6 +120,7 @@ def _run_readme_commands(tmp_path, slow: bool) -> None:
     assert len(results) == 2, results
 
 
+@pytest.mark.slow  # every README command in a subprocess (~160 s); the static checks above stay default
 def test_readme_commands_run(tmp_path):
     _run_readme_commands(tmp_path, slow=False)
 

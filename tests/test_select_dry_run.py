@@ -3,7 +3,6 @@ sample) without loading a model and without the Hub; broken configs fail naming 
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -17,20 +16,14 @@ TOY_SELECT = REPO / "configs" / "select_toy.yaml"
 
 
 @pytest.fixture
-def offline(monkeypatch):
-    """No network, and no model may be loaded."""
+def offline(monkeypatch, no_network):
+    """No network (tests/conftest.py), and no model may be loaded."""
     import healtrl.models as models
-
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"the select dry run tried to open a network connection: {args}")
 
     def no_model(*args, **kwargs):
         raise AssertionError("the select dry run loaded a model")
 
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(models, "load_model_and_tokenizer", no_model)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
 def dry(argv, capsys):

@@ -12,18 +12,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from healtrl._distributed import Processes, interleave
 from tests.helpers import run_two_processes
 from tests.select_eval_args import checkpoints_args, eval_args, make_run, select_args
-
-
-@pytest.fixture
-def restore_threads():
-    previous = torch.get_num_threads()
-    yield
-    torch.set_num_threads(previous)
 
 
 def _records(folder) -> list[dict]:
@@ -48,6 +40,7 @@ def test_interleave_and_sharding_rules():
     assert Processes().gather("x") == ["x"]  # one process: no collective
 
 
+@pytest.mark.slow  # a two-process launch (~35 s)
 def test_two_processes_equal_one(tmp_path, restore_threads, monkeypatch):
     from healtrl.cli.eval import eval_main
     from healtrl.cli.select import select_main

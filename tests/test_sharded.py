@@ -62,6 +62,7 @@ def fsdp2_run(tmp_path_factory):
     return out, run_worker("fsdp2", out)
 
 
+@pytest.mark.slow  # a two-process FSDP2 launch (~30 s)
 def test_fsdp2_trains_with_sharded_head_and_saves_a_normal_checkpoint(fsdp2_run):
     out, ranks = fsdp2_run
     initial = dict(tiny_model().named_parameters())

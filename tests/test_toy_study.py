@@ -134,6 +134,7 @@ def test_other_task_rejects_methods_that_need_the_general_domain(capsys):
     assert "neg_only" not in toy_study.parse_args([]).methods  # the ablations are opt-in
 
 
+@pytest.mark.slow  # study runs of the controllers (~12 s); test_study_subset_... stays default
 def test_mul_task_records_the_controllers(tmp_path, capsys):
     argv = ["--task", "mul", "--steps", "2", "--seeds", "0", "--regimes", "few_shot", "--jobs", "1", "--window", "1"]
     argv += ["--methods", "grpo", "aer", "posadv", "neg_only", "--output-dir", str(tmp_path)]

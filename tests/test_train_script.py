@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from healtrl.cli import main
 
@@ -34,26 +33,11 @@ QUICK = [
 ]
 
 
-@pytest.fixture(scope="session")
-def toy_model():
-    """Build (or find) the warmed-up toy model once per session."""
-    from healtrl.toy import toy_model_path
-
-    return toy_model_path("healtrl-toy/qwen2-add")
-
-
-@pytest.fixture
-def restore_threads():
-    previous = torch.get_num_threads()
-    yield
-    torch.set_num_threads(previous)
-
-
 def read_history(output_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
-def test_train_script_end_to_end(toy_model, tmp_path):
+def test_train_script_end_to_end(toy_model_dir, tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     result = subprocess.run(
@@ -103,7 +87,7 @@ def curve_draws(monkeypatch):
     return draws
 
 
-def test_healtrl_train_with_lora_config(toy_model, tmp_path, restore_threads, capsys, curve_draws):
+def test_healtrl_train_with_lora_config(toy_model_dir, tmp_path, restore_threads, capsys, curve_draws):
     out = tmp_path / "lora"
     quick = QUICK[2:]  # the QUICK overrides on the LoRA config (a second --config is refused)
     code = main(["train", "--config", "configs/toy_grpo_lora.yaml", *quick, "--output_dir", str(out)])
@@ -121,7 +105,7 @@ def test_healtrl_train_with_lora_config(toy_model, tmp_path, restore_threads, ca
     AutoPeftModelForCausalLM.from_pretrained(out)
 
 
-def test_curves_without_a_final_model(toy_model, tmp_path, restore_threads, capsys, curve_draws):
+def test_curves_without_a_final_model(toy_model_dir, tmp_path, restore_threads, capsys, curve_draws):
     """save_final_model: false saves no model card; the command line has the trainer draw curves.png, once."""
     out = tmp_path / "nomodel"
     assert main(["train", *QUICK, "--save_final_model", "false", "--output_dir", str(out)]) == 0
@@ -140,7 +124,7 @@ def test_config_errors_exit_with_a_message(capsys):
     assert main([]) == 0 and "train" in capsys.readouterr().out
 
 
-def test_missing_column_is_reported_before_training(toy_model, tmp_path, restore_threads, capsys):
+def test_missing_column_is_reported_before_training(toy_model_dir, tmp_path, restore_threads, capsys):
     from datasets import Dataset
 
     data = tmp_path / "data.jsonl"

@@ -83,6 +83,7 @@ def _print_usage(file=None) -> None:
     print("usage: healtrl <command> [options]\n\ncommands:", file=file)
     for name, text in SUBCOMMANDS.items():
         print(f"  {name:<8}{text}", file=file)
+    print("\noptions:\n  -h, --help  show this message\n  --version   print the healtrl version", file=file)
     print("\n`healtrl <command> --help` shows the options of a command.", file=file)
 
 
@@ -92,10 +93,20 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         _print_usage()
         return 0
+    if argv[0] in ("-V", "--version"):
+        from ._common import version_text
+
+        print(version_text())
+        return 0
     command, rest = argv[0], argv[1:]
     if command == "train":
         return train_main(rest, prog="healtrl train")
     if command == "select":
+        if "--version" in rest and not any(a in ("-h", "--help") for a in rest):
+            from ._common import version_text  # select's own parser has no --version
+
+            print(version_text())
+            return 0
         from .select import select_main
 
         return select_main(rest, prog="healtrl select")

@@ -27,6 +27,19 @@ def _is_main_process() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
+def version_text() -> str:
+    """What `--version` prints for every command: `healtrl <version>`."""
+    from healtrl._version import __version__
+
+    return f"healtrl {__version__}"
+
+
+def add_version_option(parser: argparse.ArgumentParser) -> None:
+    """`--version`: print `version_text()` and exit 0 (argparse's `version` action, which exits through
+    `parser.exit`: the commands catch that SystemExit like the one of `--help`)."""
+    parser.add_argument("--version", action="version", version=version_text(), help="Print the healtrl version.")
+
+
 def _error(message: str) -> int:
     if _is_main_process():
         print(f"error: {message}", file=sys.stderr)

@@ -562,7 +562,7 @@ def format_help(trainer_name: str | None, *, registry=None, prog: str = "train.p
     registry = _trainer_registry(registry)
     width = 100
     lines = [
-        f"usage: {prog} [--config CONFIG.yaml] [--key VALUE ...] [--help]",
+        f"usage: {prog} [--config CONFIG.yaml] [--key VALUE ...] [--dry_run] [--help] [--version]",
         "",
         "Train with a healtrl trainer. Keys come from a flat YAML config (--config) and are overridden by --key VALUE "
         "or --key=VALUE on the command line. Without --config the embedded default "

@@ -19,7 +19,7 @@ from healtrl.best_checkpoint import evaluate_checkpoints
 from healtrl.evaluation import BACKENDS, DEFAULT_THRESHOLD, evaluate
 from healtrl.generation import SamplingSettings
 
-from ._common import RaisingParser, StoreOnce, UsageError, configure_threads
+from ._common import RaisingParser, StoreOnce, UsageError, add_version_option, configure_threads
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -83,6 +83,7 @@ def _build_parser(prog: str) -> RaisingParser:
     parser.add_argument("--max_model_len", type=int, default=None, help="vLLM context length.")
     parser.add_argument("--trust_remote_code", action="store_true")
     parser.add_argument("--no_progress", action="store_true", help="Hide progress bars.")
+    add_version_option(parser)
     recipe = parser.add_argument_group("recipes: best checkpoint and the paper's numbers (healtrl.recipes)")
     recipe.add_argument(
         "--checkpoints",
@@ -185,7 +186,7 @@ def eval_main(argv: list[str] | None = None, prog: str = "healtrl eval") -> int:
     except UsageError as exc:
         print(f"error: {exc}. See `{prog} --help`.", file=sys.stderr)
         return 2
-    except SystemExit as exc:  # --help
+    except SystemExit as exc:  # --help, --version
         return int(exc.code or 0)
     if args.checkpoints is not None:
         return _checkpoints_main(args, prog)

@@ -9,7 +9,7 @@ from healtrl.entropy_view import DEFAULT_MAX_ENTROPY, write_outputs
 from healtrl.inspect_view import InspectError, inspect
 from healtrl.inspect_view import __doc__ as INSPECT_DOC
 
-from ._common import RaisingParser
+from ._common import RaisingParser, add_version_option
 
 
 class _Parser(RaisingParser):
@@ -35,12 +35,13 @@ def _build_parser(prog: str) -> _Parser:
     p.add_argument("--seed", type=int, default=0, help="Sampling seed (default 0).")
     p.add_argument("--max_entropy", type=float, default=DEFAULT_MAX_ENTROPY, help="Top of the colour scale in nats.")
     p.add_argument("--high_entropy", type=float, default=None, help="Threshold of the PNG's high-entropy token panel "
-                   "in nats (default: the 80th percentile of the page's token entropies, i.e. the top 20% tokens).")  # fmt: skip
+                   "in nats (default: the 80th percentile of the page's token entropies, i.e. the top 20%% tokens).")  # fmt: skip
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:1, ...")
     p.add_argument("--trust_remote_code", action="store_true")
     p.add_argument("--no_progress", action="store_true", help="No progress bars.")
     p.add_argument("--output_dir", required=True, help="Folder for inspect.html, inspect_summary.png, inspect.json.")
+    add_version_option(p)
     return p
 
 
@@ -49,6 +50,11 @@ def inspect_main(argv: list[str] | None = None, prog: str = "healtrl inspect") -
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
         _build_parser(prog).print_help()
+        return 0
+    if "--version" in argv:  # before the required options are checked
+        from ._common import version_text
+
+        print(version_text())
         return 0
     try:
         args = _build_parser(prog).parse_args(argv)

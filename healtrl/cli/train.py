@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import _error
+from ._common import _error, version_text
 from .config import DEFAULT_CONFIG_YAML, ConfigError, _split_argv, resolve
 from .run import run_training
 
@@ -51,6 +51,9 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
     from healtrl.checkpoints import DivergenceError, ResumeError
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--version" in argv and not any(a in ("-h", "--help") for a in argv):
+        print(version_text())
+        return 0
     try:
         argv, dry, num_processes = _pop_dry_run(argv)
     except ConfigError as exc:
