@@ -219,16 +219,16 @@ def main(argv=None) -> int:
     refs = [r for r in ("gemms", "trl", "naive") if r in names]
     lines = [
         "| implementation | fwd+bwd (s), median | per round (s) | "
-        + " | ".join(f"time vs {r}" for r in refs)
-        + " | peak extra (MiB), max over rounds | minus dW | minus dW and dh |",
+        + "".join(f"time vs {r} | " for r in refs)
+        + "peak extra (MiB), max over rounds | minus dW | minus dW and dh |",
         "|---|---|---|" + "---|" * len(refs) + "---|---|---|",
     ]
     for n in names:
         per = ", ".join(f"{x['time']:.1f}" for x in res[n])
         lines.append(
             f"| {n} | {med[n]:.2f} | {per} | "
-            + " | ".join(f"{med[n] / med[r]:.3f}" for r in refs)
-            + f" | {mem[n]:.0f} | {mem[n] - dw:+.0f} | {mem[n] - dw - dh:+.0f} |"
+            + "".join(f"{med[n] / med[r]:.3f} | " for r in refs)
+            + f"{mem[n]:.0f} | {mem[n] - dw:+.0f} | {mem[n] - dw - dh:+.0f} |"
         )
     per_round = []
     for r in [x for x in ("gemms", "trl") if x in names]:

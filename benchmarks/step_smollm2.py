@@ -28,6 +28,11 @@ and "train peak extra": ``VmHWM`` during ``train()`` above the resident size jus
 round; each reported number is the median over rounds, each ratio the median of the per-round ratios.
 
     python benchmarks/step_smollm2.py --lengths 64 256 --rounds 2
+    python benchmarks/step_smollm2.py --lengths 256 --trainers trl,base --prompts 2 --generations 2 --parallel
+
+``--parallel`` starts the trainers of a round at the same time (one process each, ``--threads`` torch threads each):
+on a machine loaded by other work they then share that load alike. ``--jsonl`` appends each run's result as it
+finishes; ``--report-from`` writes the tables from such a file without running anything.
     python benchmarks/step_smollm2.py --lengths 64 --rounds 3 --trainers trl,base,opefo,heal,aer,posadv
 """
 
@@ -142,7 +147,11 @@ def child(args) -> int:
         kwargs["general_dataset"] = load_train_dataset(TASK, num_samples=16, seed=1)
     set_seed(0)
     trainer = Timed(
-        model=model, reward_funcs=reward, args=cfg_cls(**fields), train_dataset=train, processing_class=tokenizer,
+        model=model,
+        reward_funcs=reward,
+        args=cfg_cls(**fields),
+        train_dataset=train,
+        processing_class=tokenizer,
         **kwargs,
     )
     trainer.remove_callback(PrinterCallback)
