@@ -1,5 +1,5 @@
-"""Speed of HEAL's Entropy Dynamics Alignment (heal.txt §3.2, eq. 2-4; Appendix A.2, eq. 8-9): all-pairs KL
-similarity and rewards for one rollout batch.
+"""Speed of HEAL's Entropy Dynamics Alignment (HEAL, arXiv:2604.17928, §3.2, eq. 2-4; Appendix A.2, eq. 8-9): all-pairs
+KL similarity and rewards for one rollout batch.
 
 Issue targets: <= 0.5 s on this 2-core CPU for N = 256 trajectories of length <= 512 (kl), and <= 50 ms on an
 H100/H200 for N = 1024 of length <= 3072. Lengths are drawn uniform in [L/2, L]; token entropies are realistic

@@ -6,9 +6,9 @@ training additions (full); the 20 held-out additions of the test split are never
 generations per step, lr 5e-4 decaying linearly to 0, temperature 1, no KL, `--steps` steps, each seed):
 
 - `grpo`: GRPO on the target data only (TRL's GRPO; rollout entropies logged),
-- `hybrid`: target + 32 random general prompts, one shuffled pool, no EDA reward (HEAL with eda_weight 0; heal.txt
-  §4.1 baseline 4),
-- `heal`: target + the 32 general prompts `healtrl select` ranks highest by uncertainty x diversity (heal.txt eq. 1,
+- `hybrid`: target + 32 random general prompts, one shuffled pool, no EDA reward (HEAL with eda_weight 0; HEAL
+  (arXiv:2604.17928) §4.1 baseline 4),
+- `heal`: target + the 32 general prompts `healtrl select` ranks highest by uncertainty x diversity (HEAL eq. 1,
   8 rollouts of the initial model per question) + the EDA reward (eq. 2-4, KL similarity, paper mode).
 
 Printed per run: the target-domain and general-domain rollout entropy and the target training reward (each the mean

@@ -3,11 +3,12 @@
 Geometry (the papers' batch layout, scaled to the toy): gradient accumulation 4 micro-batches of 32 completions
 (4 prompts x 8 generations) per optimizer step, and the paper's number of optimizer steps per rollout batch:
 
-- 1 update per rollout batch (strict on-policy; `steps_per_generation = gradient_accumulation_steps`): OPEFO (opefo.txt
-  §5.2) and HEAL (heal.txt §4.1: 128 prompts per batch = mini-batch); reference "grpo (1 update)".
-- 4 updates per rollout batch (`steps_per_generation = 4 x gradient_accumulation_steps`): AER (aer.txt: rollout batch
-  of 4 mini-batches), Pos-Adv-Reweight (posadv.txt: N = 4) and the `grpo` trainer's entropy baselines (Clip-Cov,
-  KL-Cov, Entropy-Adv, compared against at that geometry); reference "grpo (4 updates)".
+- 1 update per rollout batch (strict on-policy; `steps_per_generation = gradient_accumulation_steps`): OPEFO
+  (arXiv:2605.11491, §5.2) and HEAL (arXiv:2604.17928, §4.1: 128 prompts per batch = mini-batch); reference "grpo (1
+  update)".
+- 4 updates per rollout batch (`steps_per_generation = 4 x gradient_accumulation_steps`): AER (arXiv:2510.10959: rollout
+  batch of 4 mini-batches), Pos-Adv-Reweight (arXiv:2511.05993: N = 4) and the `grpo` trainer's entropy baselines
+  (Clip-Cov, KL-Cov, Entropy-Adv, compared against at that geometry); reference "grpo (4 updates)".
 
 Every trainer runs TRL's real training loop (`Trainer.train`) on the same model (`healtrl-toy/qwen2-add+compare`) and
 data (HEAL's target + general pool, so every method sees the same prompts). One round = one `train()` call of 4

@@ -2,7 +2,8 @@
 
 Per optimizer step, the summed predicted entropy change (`healtrl.functional.token_entropy_change`, estimator of
 choice) of the update batch's tokens, split into entropy-increasing (Delta H > 0) and entropy-decreasing
-(Delta H < 0) tokens, and each of those split by advantage sign and by clipping status (opefo.txt §4, Figure 2 (b)-(c)).
+(Delta H < 0) tokens, and each of those split by advantage sign and by clipping status (OPEFO, arXiv:2605.11491, §4,
+Figure 2 (b)-(c)).
 
 Clipping status follows TRL's `GRPOTrainer._compute_loss` exactly (the trainer's `clip_status`, in the TRL
 boundary `healtrl/trainers/_trl/`): with coef = exp(logp - old_logp) (per token,

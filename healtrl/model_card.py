@@ -55,7 +55,7 @@ RESULTS_JSON = "results.json"  # written by `healtrl eval` (healtrl.evaluation.E
 # Names healtrl resolves itself (healtrl.models): they look like Hub ids but are not on the Hub.
 LOCAL_NAME_PREFIXES = ("healtrl-toy/", "healtrl-offline/")
 
-# The algorithm every healtrl trainer builds on. Title and arXiv id as cited in aer.txt's references (Shao et al.
+# The algorithm every healtrl trainer builds on. Title and arXiv id as cited in AER's references (Shao et al.
 # 2024, arXiv:2402.03300).
 GRPO_PAPER: dict[str, Any] = {
     "title": "DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language Models",

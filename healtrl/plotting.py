@@ -31,7 +31,7 @@ DEFAULT_PANELS: dict[str, tuple[str, ...]] = {
     "reward": ("reward", "rewards/toy_reward/mean"),
 }
 
-# Added to the default panels when a run logs them (HEAL's per-domain rollout entropies, heal.txt Fig. 1).
+# Added to the default panels when a run logs them (HEAL's per-domain rollout entropies, HEAL Fig. 1).
 DOMAIN_PANELS: dict[str, tuple[str, ...]] = {
     "entropy, target domain": ("heal/entropy_target",),
     "entropy, general domain": ("heal/entropy_general",),

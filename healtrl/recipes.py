@@ -14,17 +14,17 @@ best_checkpoint:                 # healtrl eval --checkpoints <run dir>
   top_p: 1.0
   max_new_tokens: 8192           # null: the run's max_completion_length
   every_steps: 20                # candidates: checkpoints whose step is a multiple of this (null: every checkpoint)
-  source: "aer.txt App. A, Checkpoint selection"
+  source: "AER App. A, Checkpoint selection"
 paper_protocol:                  # how the paper decoded its reported numbers; null = not stated by the paper
   k: 32
   temperature: null
   top_p: null
   max_new_tokens: 8192
-  source: "aer.txt App. A (pass@k with k = 32; decoding not stated; 8k length)"
+  source: "AER App. A (pass@k with k = 32; decoding not stated; 8k length)"
   model: Qwen/Qwen3-4B-Base      # the model and training data the numbers belong to: healtrl eval compares a run
   dataset: task:deepscaler       # only with the entries of its own model_name_or_path and dataset_name
 paper_results:                   # one entry per reported number, in percent as the paper prints it
-  - {benchmark: aime24, metric: pass@1, k: 32, value: 25.2, table: "aer.txt Table 1, Qwen3-4B-Base, w/ AER (Ours)"}
+  - {benchmark: aime24, metric: pass@1, k: 32, value: 25.2, table: "AER Table 1, Qwen3-4B-Base, w/ AER (Ours)"}
   - {benchmark: aime24, metric: pass@1, k: 32, value: 31.4, model: Qwen/Qwen3-8B-Base, table: "... Qwen3-8B-Base ..."}
 ```
 
@@ -124,7 +124,7 @@ class BestCheckpointRule:
             Also evaluate the final model saved in the run folder itself (with `save_strategy: steps`, the last
             checkpoint usually holds the same weights).
         source (`str`, *optional*):
-            Where the rule comes from, e.g. `"aer.txt App. A, Checkpoint selection"`; shown with the results.
+            Where the rule comes from, e.g. `"AER App. A, Checkpoint selection"`; shown with the results.
     """
 
     tasks: list[str]
@@ -287,7 +287,7 @@ class PaperProtocol:
         max_new_tokens (`int`, *optional*):
             Most generated tokens per completion.
         source (`str`, *optional*):
-            Where the protocol is stated, e.g. `"opefo.txt §6.1, Evaluation"`.
+            Where the protocol is stated, e.g. `"OPEFO §6.1, Evaluation"`.
         model (`str`, *optional*):
             The model the paper's numbers were trained from, as `model_name_or_path` names it (e.g.
             `Qwen/Qwen3-4B-Base`): the default of every `paper_results` entry's `model`.
@@ -373,7 +373,7 @@ class PaperResult:
             Samples per problem behind the number. Defaults to `paper_protocol.k`, else the number in the metric's
             name (`avg@32` -> 32).
         table (`str`, *optional*):
-            Where it is printed, e.g. `"aer.txt Table 1, Qwen3-4B-Base, w/ AER (Ours)"`.
+            Where it is printed, e.g. `"AER Table 1, Qwen3-4B-Base, w/ AER (Ours)"`.
         model (`str`, *optional*):
             The model the number was trained from (`model_name_or_path`). Defaults to `paper_protocol.model`.
         dataset (`str`, *optional*):
@@ -436,7 +436,7 @@ def parse_paper_results(
         if result.k is not None and (not is_int(result.k) or result.k < 1):
             raise ValueError(f"{where}.k must be a positive number of samples per problem, got {result.k!r}.")
         if result.table is not None and not isinstance(result.table, str):
-            raise ValueError(f"{where}.table must be a text such as 'aer.txt Table 1, ...', got {result.table!r}.")
+            raise ValueError(f"{where}.table must be a text such as 'AER Table 1, ...', got {result.table!r}.")
         for name in ("model", "dataset"):
             value = getattr(result, name)
             if value is not None and (not isinstance(value, str) or not value):

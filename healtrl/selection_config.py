@@ -1,8 +1,8 @@
-"""`SelectionConfig`: the settings of HEAL's general-domain data selection (heal.txt §3.1, eq. 1), with the paper's
-defaults. It is the one place the options of `healtrl select` are written: each field carries its command-line help
-in `metadata["help"]`, as TRL's config dataclasses do, `healtrl.cli.select` builds its parser from the fields, and
-`healtrl.selection.select_general_data` runs a config. `SelectionConfig.check` holds the checks that need neither the
-model nor the data (shared by the run and `healtrl select --dry_run`)."""
+"""`SelectionConfig`: the settings of HEAL's general-domain data selection (HEAL, arXiv:2604.17928, §3.1, eq. 1), with
+the paper's defaults. It is the one place the options of `healtrl select` are written: each field carries its
+command-line help in `metadata["help"]`, as TRL's config dataclasses do, `healtrl.cli.select` builds its parser from the
+fields, and `healtrl.selection.select_general_data` runs a config. `SelectionConfig.check` holds the checks that need
+neither the model nor the data (shared by the run and `healtrl select --dry_run`)."""
 
 from __future__ import annotations
 

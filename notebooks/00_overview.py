@@ -235,15 +235,15 @@ print("example:", train_dataset[0]["prompt"], "->", train_dataset[0]["answer"])
 # ## Four runs from the same start
 #
 # * **GRPO**: TRL's GRPO (`GRPOBaselineTrainer` with `entropy_method="none"` is exactly TRL's trainer).
-# * **AER** (aer.txt eq. 7-11): adds $\lambda_t(q) H(\pi_\theta(\cdot \mid q))$ to the objective, with
+# * **AER** (AER eq. 7-11): adds $\lambda_t(q) H(\pi_\theta(\cdot \mid q))$ to the objective, with
 #   $\lambda_t(q) = \alpha_t \max(0, \rho - g(q)) / (\rho + \epsilon)$ for a prompt of group accuracy $g(q)$;
 #   $\alpha$ moves by $\pm\eta$ after every step towards the target entropy $H^* = \tau H_0$. With the paper's
 #   $\tau = 0.4$, $\alpha$ stays 0 (pure GRPO) until the entropy falls below $0.4 H_0$; the small path uses
 #   $\tau = 0.9$ so that the controller acts within its few steps.
-# * **Pos-Adv-Reweight**, entropy-guided (posadv.txt eq. 5): the loss of tokens with $A > 0$ is multiplied by
+# * **Pos-Adv-Reweight**, entropy-guided (PosAdv eq. 5): the loss of tokens with $A > 0$ is multiplied by
 #   $\lambda$, and $\lambda \leftarrow \mathrm{clip}(\lambda \pm \Delta, 0, 1)$ after each step, up when the entropy is
 #   above $\delta = 0.2$, down below it.
-# * **OPEFO** (opefo.txt eq. 6-9): strictly on-policy; every token's predicted entropy change
+# * **OPEFO** (OPEFO eq. 6-9): strictly on-policy; every token's predicted entropy change
 #   $\Delta H_t = -\eta A_t (1 - \pi_t)^2 (\log \pi_t + H_t)$ (eq. 6) puts it in $S^+$ or $S^-$, their gradients are
 #   weighted $(1 + \lambda)$ and $(1 - \lambda)$ (eq. 7), with $\lambda^*$ balancing the two flows (eq. 9).
 

@@ -19,7 +19,7 @@
 # quickly. HEAL
 #
 # 1. **mixes in general-domain problems**, chosen by $c(x) = \mathrm{Uncertainty}(x) \cdot \mathrm{Diversity}(x)$
-#    (heal.txt eq. 1) from N rollouts each: Uncertainty $= 1 - 2|\mathrm{Acc}(x) - 1/2|$, Diversity = mean over
+#    (HEAL eq. 1) from N rollouts each: Uncertainty $= 1 - 2|\mathrm{Acc}(x) - 1/2|$, Diversity = mean over
 #    the rollouts of the mean entropy of their top-20% entropy tokens (`healtrl select`,
 #    `healtrl.selection.select_general_data`);
 # 2. adds the **Entropy Dynamics Alignment** reward: a target rollout whose token-entropy sequence is more
@@ -29,7 +29,7 @@
 #    entropy sequences (Appendix A.2).
 #
 # `eda_weight=0` gives the paper's **Hybrid** baseline (the same mixed data, no EDA reward); this notebook
-# trains both and plots the entropy of each domain separately (heal.txt Fig. 1).
+# trains both and plots the entropy of each domain separately (HEAL Fig. 1).
 
 # %% tags=["install"]
 # Install healtrl when it is missing (on Colab). healtrl is installed from its repository at the release tag this
@@ -134,7 +134,7 @@ SETUPS = {
     "hub": dict(
         model=HUB_MODEL,
         train="task:gsm8k",
-        train_rows=32,  # heal.txt §4.1: 32 target prompts
+        train_rows=32,  # HEAL §4.1: 32 target prompts
         pool="task:commonsenseqa",  # the paper's general domain
         pool_size=512,
         select_reward="multiple_choice",
@@ -228,7 +228,7 @@ def evaluate_model(model, tokenizer, tasks=None):
 
 
 # %% [markdown]
-# ## Step 1: select the general-domain data (heal.txt §3.1, eq. 1)
+# ## Step 1: select the general-domain data (HEAL §3.1, eq. 1)
 #
 # Every question of the general pool gets 8 rollouts from the model; each rollout's exact full-vocabulary
 # token entropies come from one forward pass. The top K questions by uncertainty x diversity are kept (the

@@ -17,7 +17,7 @@
 # Zhang et al., *Revisiting Entropy Regularization: Adaptive Coefficient Unlocks Its Potential for LLM
 # Reinforcement Learning*. A fixed entropy bonus is either too weak to stop the collapse or so strong that the
 # entropy explodes. AER adds $\mathbb{E}_q[\lambda_t(q) H(\pi_\theta(\cdot \mid q))]$ to the GRPO objective
-# (aer.txt eq. 7) with three controls:
+# (AER eq. 7) with three controls:
 #
 # * **C1, difficulty-aware coefficients** (eq. 8-9): $g(q)$ is the accuracy of prompt $q$'s group of responses,
 #   $\lambda_t(q) = \alpha_t \max(0, \rho - g(q)) / (\rho + \epsilon)$: only hard prompts (accuracy below
@@ -232,7 +232,7 @@ print("example:", train_dataset[0]["prompt"], "->", train_dataset[0]["answer"])
 # %%
 from healtrl import AERConfig, AERTrainer, GRPOBaselineConfig, GRPOBaselineTrainer
 
-AER_FIELDS = {"tau": 0.9 if SMALL else 0.4, "rho": 0.2, "eta": 0.005, "alpha_init": 0.0}  # aer.txt Table 3
+AER_FIELDS = {"tau": 0.9 if SMALL else 0.4, "rho": 0.2, "eta": 0.005, "alpha_init": 0.0}  # AER Table 3
 RUNS = {  # label -> (trainer, config, the method's fields, folder); the method last: `trainer` below is AER
     "GRPO": (GRPOBaselineTrainer, GRPOBaselineConfig, {}, "grpo"),
     "AER": (AERTrainer, AERConfig, AER_FIELDS, "aer"),

@@ -17,7 +17,7 @@
 # Jin et al., *Revisiting Entropy in Reinforcement Learning for Large Reasoning Models*. Tokens with a positive
 # advantage are what lowers the entropy (the rewarded, already likely tokens get sharper); tokens with a negative
 # advantage raise it. Pos-Adv-Reweight multiplies the loss of every token with $A_t > 0$ by
-# $\lambda \in [0, 1]$ and moves $\lambda$ on a schedule (posadv.txt §7.3):
+# $\lambda \in [0, 1]$ and moves $\lambda$ on a schedule (PosAdv §7.3):
 #
 # * `schedule="entropy"` (entropy-guided, eq. 5): after every step
 #   $\lambda \leftarrow \mathrm{clip}(\lambda + \Delta, 0, 1)$ when the entropy is above $\delta$, else

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # OPEFO: on-policy entropy flow optimization (`OPEFOTrainer`)
 #
-# *Understanding and Preventing Entropy Collapse in RLVR with On-Policy Entropy Flow Optimization* (opefo.txt
+# *Understanding and Preventing Entropy Collapse in RLVR with On-Policy Entropy Flow Optimization* (OPEFO, arXiv:2605.11491
 # §5). Training is strictly on-policy (one update per rollout batch, so no importance ratio and no clipping).
 # For every token the first-order entropy change of the update is estimated (eq. 6):
 # $\Delta H_t = -\eta A_t (1 - \pi_t)^2 (\log \pi_t + H_t)$. Tokens with $\Delta H_t > 0$ form $S^+$, the others

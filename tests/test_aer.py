@@ -1,5 +1,5 @@
-"""AERTrainer (aer.txt §4.2): pure functions against hand-computed cases, the entropy term against TRL's entropy bonus,
-the controller (C2, C3), checkpoint/resume, and invalid settings."""
+"""AERTrainer (AER, arXiv:2510.10959, §4.2): pure functions against hand-computed cases, the entropy term against TRL's
+entropy bonus, the controller (C2, C3), checkpoint/resume, and invalid settings."""
 
 from __future__ import annotations
 
@@ -203,7 +203,7 @@ def test_unknown_accuracy_reward(tmp_path):
 
 
 def test_table_2_ablation_switches(tmp_path):
-    """aer.txt Table 2: difficulty_aware off gives every prompt alpha; adaptive_alpha off keeps alpha at alpha_init."""
+    """AER Table 2: difficulty_aware off gives every prompt alpha; adaptive_alpha off keeps alpha at alpha_init."""
     fixed = build_trainer(
         AERTrainer, AERConfig, tmp_path / "fixed", max_steps=2, alpha_init=0.02, difficulty_aware=False,
         adaptive_alpha=False, entropy_normalization="token",

@@ -1,5 +1,5 @@
 """Controller cadence (`controller_update`) of AER, PosAdv and TRL's adaptive entropy, AER's per-sequence entropy
-normalisation (aer.txt eq. 4, 7), and resuming in the middle of a rollout batch.
+normalisation (AER, arXiv:2510.10959, eq. 4, 7), and resuming in the middle of a rollout batch.
 
 The cadence runs use 4 optimizer steps per rollout batch, as the AER and PosAdv paper configs: gradient accumulation 1,
 steps_per_generation 4, so one generation batch of 16 prompts x 4 completions feeds 4 optimizer steps of 16.
@@ -37,7 +37,7 @@ def steps_of(history, key):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The per-sequence entropy term (aer.txt eq. 4, 7) as a pure function
+# The per-sequence entropy term (AER eq. 4, 7) as a pure function
 # ---------------------------------------------------------------------------------------------------------------
 # Three responses of lengths 3, 1 and 4 (unequal on purpose), padded to 4 positions.
 ENT = [[0.9, 0.5, 0.1, 7.0], [2.0, 5.0, 5.0, 5.0], [0.4, 0.8, 1.2, 1.6]]

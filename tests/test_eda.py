@@ -1,5 +1,5 @@
-"""HEAL's Entropy Dynamics Alignment (heal.txt §3.2 eq. 2-4, Appendix A.2 eq. 8-11) against hand computations and
-slow Python-loop references written here from the formulas (float64, lists, math)."""
+"""HEAL's Entropy Dynamics Alignment (HEAL, arXiv:2604.17928, §3.2 eq. 2-4, Appendix A.2 eq. 8-11) against hand
+computations and slow Python-loop references written here from the formulas (float64, lists, math)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""OPEFO (opefo.txt §5): pure functions by hand, the trainer against hand computations and TRL, and across 2 ranks.
+"""OPEFO (arXiv:2605.11491, §5): pure functions by hand, the trainer against hand computations and TRL, and across 2
+ranks.
 
 Run as a script (`torchrun --nproc_per_node 2 tests/test_opefo.py OUT`) it is the worker of the 2-process test.
 """

@@ -22,11 +22,11 @@ def _one_thread():
     torch.set_num_threads(threads)
 
 
-# aer.txt Table 1, Qwen3-4B-Base, "w/ AER (Ours)": the schema of a real recipe.
-AER_PROTOCOL = {"k": 32, "temperature": None, "top_p": None, "max_new_tokens": 8192, "source": "aer.txt App. A"}
+# AER Table 1, Qwen3-4B-Base, "w/ AER (Ours)": the schema of a real recipe.
+AER_PROTOCOL = {"k": 32, "temperature": None, "top_p": None, "max_new_tokens": 8192, "source": "AER App. A"}
 AER_RESULTS = [
-    {"benchmark": "aime25", "metric": "pass@1", "value": 22.1, "table": "aer.txt Table 1, Qwen3-4B-Base, w/ AER"},
-    {"benchmark": "aime25", "metric": "pass@32", "value": 48.9, "table": "aer.txt Table 1, Qwen3-4B-Base, w/ AER"},
+    {"benchmark": "aime25", "metric": "pass@1", "value": 22.1, "table": "AER Table 1, Qwen3-4B-Base, w/ AER"},
+    {"benchmark": "aime25", "metric": "pass@32", "value": 48.9, "table": "AER Table 1, Qwen3-4B-Base, w/ AER"},
 ]
 
 
@@ -331,9 +331,9 @@ def test_ablation_rows_are_selected_by_their_settings():
     protocol = parse_paper_protocol(config["paper_protocol"])
     paper = parse_paper_results(config["paper_results"], protocol)
     run = {"model": config["model_name_or_path"], "dataset": config["dataset_name"], "settings": config}
-    assert {r.table for r in select_paper_rows(paper, run)} == {"opefo.txt Table 1, Qwen2.5-Math-7B, OPEFO"}
+    assert {r.table for r in select_paper_rows(paper, run)} == {"OPEFO Table 1, Qwen2.5-Math-7B, OPEFO"}
     static = {**run, "settings": {**config, "lambda_mode": "static"}}
-    assert {r.table for r in select_paper_rows(paper, static)} == {"opefo.txt Table 2, Static Scaling"}
+    assert {r.table for r in select_paper_rows(paper, static)} == {"OPEFO Table 2, Static Scaling"}
     plus = {**run, "settings": {**config, "balance_sides": "pos"}}
     assert [r.value for r in select_paper_rows(paper, plus)][:2] == [32.8, 18.2]
     with pytest.raises(PaperRowMismatch, match="static_lambda 0.002 vs the paper's 0.001"):

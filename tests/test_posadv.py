@@ -1,5 +1,5 @@
-"""PosAdvTrainer (posadv.txt §7.3, App. E.2): schedules and weights against hand-computed cases, the shaped loss
-against TRL with per-token advantages, Rand-Pos-Clip reproducibility, resume, and invalid settings."""
+"""PosAdvTrainer (PosAdv, arXiv:2511.05993, §7.3, App. E.2): schedules and weights against hand-computed cases, the
+shaped loss against TRL with per-token advantages, Rand-Pos-Clip reproducibility, resume, and invalid settings."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""HEAL's general-domain data selection (heal.txt §3.1, eq. 1): the score against a Python-loop reference and hand
-values, the rollout entropies against a float64 softmax of the model's logits, and `healtrl select` end to end on the
-toy world (output dataset, resume after an interruption, settings mismatch, bad input, Hub push, YAML config).
+"""HEAL's general-domain data selection (HEAL, arXiv:2604.17928, §3.1, eq. 1): the score against a Python-loop reference
+and hand values, the rollout entropies against a float64 softmax of the model's logits, and `healtrl select` end to end
+on the toy world (output dataset, resume after an interruption, settings mismatch, bad input, Hub push, YAML config).
 
 The pool is `healtrl-toy/add+compare`: the toy model `healtrl-toy/qwen2-add` (warmed up on addition) answers about a
 quarter of the additions and few comparisons, so the questions get different uncertainties and the ranking is not

@@ -187,12 +187,12 @@ EXPECTED: dict[tuple[str, str], Refusal] = {
     ("opefo", "num_iterations"): Refusal(
         ValueError,
         OPEFO_ON_POLICY.format(r"num_iterations=2 \(set num_iterations: 1\)"),
-        "OPEFO is strictly on-policy (opefo.txt §5.2): no rollout reuse",
+        "OPEFO is strictly on-policy (OPEFO §5.2): no rollout reuse",
     ),
     ("opefo", "steps_per_generation"): Refusal(
         ValueError,
         OPEFO_ON_POLICY.format(r"steps_per_generation=2 with gradient_accumulation_steps=1"),
-        "OPEFO is strictly on-policy (opefo.txt §5.2): one generation batch per optimizer step",
+        "OPEFO is strictly on-policy (OPEFO §5.2): one generation batch per optimizer step",
     ),
     ("heal", "streaming"): HEAL_STREAMING,
 }

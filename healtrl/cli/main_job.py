@@ -7,8 +7,9 @@ python train.py --output_dir runs/x  # another root folder
 ```
 
 1. `healtrl select` with `configs/main_select.yaml` (`MAIN_SELECT_YAML`, read from the package): the 32 general-domain
-   questions (toy `compare`) with the highest Uncertainty x Diversity (heal.txt eq. 1) -> `<root>/select/selected`.
-   Skipped when `--general_dataset_name` is given; resumed when an earlier run left its records.
+   questions (toy `compare`) with the highest Uncertainty x Diversity (HEAL, arXiv:2604.17928, eq. 1) ->
+   `<root>/select/selected`. Skipped when `--general_dataset_name` is given; resumed when an earlier run left its
+   records.
 2. HEAL with `configs/main.yaml` (the embedded default, `healtrl.cli.config.DEFAULT_CONFIG_YAML`): 8 target additions +
    the selected general data + the EDA reward -> `<root>/heal`.
 3. GRPO with the same budget -> `<root>/grpo`: the same model, target data, steps, learning rate and rollouts per step

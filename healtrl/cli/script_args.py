@@ -93,12 +93,12 @@ class ScriptArguments:
             `reduce` (`mean`), `temperature` (1.0), `top_p` (1.0), `top_k` (0), `max_new_tokens` (default: the run's
             `max_completion_length`), `seed` (0), `num_problems`, `split`, `every_steps` (only checkpoints at
             multiples of it are candidates; save checkpoints at that interval), `include_final` (false), `source`
-            (where the paper states the rule). Example (aer.txt App. A): `{tasks: [aime25], metric: pass@1, k: 32,
+            (where the paper states the rule). Example (AER App. A): `{tasks: [aime25], metric: pass@1, k: 32,
             every_steps: 20}`.
         paper_results (`list[dict]`, *optional*, defaults to `[]`):
             The paper's reported numbers for this recipe, one mapping per number: `benchmark` (a task name),
             `metric` (`avg@k`, `pass@<j>`, ...), `value` (percent, as printed), `k` (samples behind the number;
-            default `paper_protocol.k`), `table` (e.g. `"aer.txt Table 1, Qwen3-4B-Base, w/ AER (Ours)"`). `healtrl
+            default `paper_protocol.k`), `table` (e.g. `"AER Table 1, Qwen3-4B-Base, w/ AER (Ours)"`). `healtrl
             eval` on a run of this recipe writes `paper_comparison.md`: your numbers, the paper's, the difference.
         paper_protocol (`dict`, *optional*):
             How the paper decoded `paper_results`: `k`, `temperature`, `top_p`, `max_new_tokens` (null: not stated

@@ -199,7 +199,7 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
     )
     report.add(
         "selection",
-        f"top {o.get('top_k')} questions by Uncertainty x Diversity (heal.txt eq. 1; top_fraction "
+        f"top {o.get('top_k')} questions by Uncertainty x Diversity (HEAL eq. 1; top_fraction "
         f"{o.get('top_fraction')}) -> {os.path.join(str(o.get('output_dir')), SELECTED_DIR)}",
     )
     source = config_path or "the command-line options"

@@ -1,6 +1,6 @@
-"""Adaptive Entropy Regularization (AER), aer.txt §4.2: the two controller formulas as pure functions.
+"""Adaptive Entropy Regularization (AER), AER (arXiv:2510.10959) §4.2: the two controller formulas as pure functions.
 
-- `aer_coefficients`: C1, the difficulty-aware per-prompt entropy coefficient (aer.txt eq. 9) from the group accuracy
+- `aer_coefficients`: C1, the difficulty-aware per-prompt entropy coefficient (AER eq. 9) from the group accuracy
   g(q) (eq. 8).
 - `aer_update_alpha`: C3, the sign update of the global scale alpha towards the target entropy H* = tau * H0
   (eq. 11; H* is eq. 10).
@@ -19,7 +19,7 @@ ENTROPY_NORMALIZATIONS = ("sequence", "token")
 
 
 def aer_coefficients(group_accuracy: torch.Tensor, alpha: float, rho: float, eps: float = 1e-8) -> torch.Tensor:
-    """Per-prompt entropy coefficients lambda_t(q) of AER (aer.txt §4.2, C1, eq. 9).
+    """Per-prompt entropy coefficients lambda_t(q) of AER (arXiv:2510.10959, §4.2, C1, eq. 9).
 
         lambda_t(q) = alpha_t * max(0, rho - g(q)) / (rho + eps) + alpha_t * 1[rho = 0 and g(q) = 0]
 
@@ -43,7 +43,7 @@ def aer_coefficients(group_accuracy: torch.Tensor, alpha: float, rho: float, eps
 
 
 def aer_update_alpha(alpha: float, eta: float, target_entropy: float, entropy: float) -> float:
-    """One step of AER's global-scale controller (aer.txt §4.2, C3, eq. 11).
+    """One step of AER's global-scale controller (AER §4.2, C3, eq. 11).
 
         alpha_{t+1} = max(0, alpha_t + eta * sign(H* - H_t))
 
@@ -61,7 +61,7 @@ def aer_update_alpha(alpha: float, eta: float, target_entropy: float, entropy: f
 
 
 def sequence_entropies(entropies: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Sequence-level entropy of each response (aer.txt eq. 4): H(pi(. | q)) = (1 / L) sum_{l=1}^{L} H_l.
+    """Sequence-level entropy of each response (AER eq. 4): H(pi(. | q)) = (1 / L) sum_{l=1}^{L} H_l.
 
     Args:
         entropies: (B, T) per-token entropies H_l (eq. 3); gradients flow through.
@@ -81,7 +81,7 @@ def aer_entropy_term(
     normalization: str = "sequence",
     num_sequences: int | None = None,
 ) -> torch.Tensor:
-    """AER's entropy regulariser (aer.txt eq. 7), E_q[lambda_t(q) H(pi_theta(. | q))], on a batch of responses.
+    """AER's entropy regulariser (AER eq. 7), E_q[lambda_t(q) H(pi_theta(. | q))], on a batch of responses.
 
     - `sequence` (eq. 4 then eq. 7): every response contributes its own mean token entropy (`sequence_entropies`),
       weighted by its prompt's coefficient, and the batch averages over responses:

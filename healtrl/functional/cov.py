@@ -1,6 +1,7 @@
 """Covariance-based entropy baselines (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs", §4; their
 code github.com/PRIME-RL/Entropy-Mechanism-of-RL) and Entropy-Adv (Cheng et al. 2025, "Reasoning with Exploration:
-An Entropy Perspective", eq. for the entropy-based advantage). Formulas as restated in `shared/notes/methods.md`.
+An Entropy Perspective", eq. for the entropy-based advantage). Formulas from the papers: Cui et al. arXiv:2505.22617
+§4; Cheng et al. arXiv:2506.14758.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""HEAL's Entropy Dynamics Alignment (EDA) reward (heal.txt §3.2, eq. 2-4, and Appendix A.2, eq. 8-11).
+"""HEAL's Entropy Dynamics Alignment (EDA) reward (HEAL, arXiv:2604.17928, §3.2, eq. 2-4, and Appendix A.2, eq. 8-11).
 
 The entropy dynamics of a trajectory is the sequence of its token entropies, tau = (H_1, ..., H_|y|). EDA rewards a
 target-domain trajectory whose entropy dynamics is more similar to some general-domain trajectory than to every other

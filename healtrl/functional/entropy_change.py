@@ -7,11 +7,11 @@ and, with dH/dz_j = -p_j (log p_j + H), changes the entropy to first order by
     Delta H = sum_j dH/dz_j Delta z_j = -lr * A * [p_a (log p_a + H) - sum_j p_j^2 (log p_j + H)].
 
 Three estimators of Delta H per token, from the sampled token's log-prob logp = log p_a and the entropy H:
-- "opefo": -lr * A * (1 - p_a)^2 * (logp + H), OPEFO paper eq. 6 (opefo.txt, §4).
+- "opefo": -lr * A * (1 - p_a)^2 * (logp + H), OPEFO paper eq. 6 (OPEFO, arXiv:2605.11491, §4).
 - "steer": -lr * A * (1 - p_a) * (logp + H), the single-(1 - p) form of the STEER code that eq. 6 derives from.
 - "exact": -lr * A * [p_a (logp + H) - (sum_p2_logp + H * sum_p2)], the exact first-order change above, with the
   power sums sum_p2 = sum_v p_v^2 and sum_p2_logp = sum_v p_v^2 log p_v (healtrl.kernels computes them in the same
-  pass as logp and H). See `../shared/notes/methods.md`, OPEFO caveat.
+  pass as logp and H). The STEER code is Hao et al. 2025 (arXiv:2510.10150, github.com/zz-haooo/STEER).
 The heuristic forms keep the sign structure of the exact one when p_a is small (sum_v p_v^2 (log p_v + H) is then
 dominated by other tokens), and are what the paper trains with.
 """

@@ -1,4 +1,4 @@
-"""OPEFO's entropy-flow balancing (On-Policy Entropy Flow Optimization, opefo.txt §5.1-5.3, Figure 3).
+"""OPEFO's entropy-flow balancing (On-Policy Entropy Flow Optimization, OPEFO (arXiv:2605.11491) §5.1-5.3, Figure 3).
 
 Given the predicted entropy change Delta H_t of every token of an update batch (`token_entropy_change`), OPEFO splits
 the tokens by sign into S+ = {Delta H_t > 0} (entropy-increasing) and S- = {Delta H_t < 0} (entropy-decreasing) (§5.1),

@@ -1,7 +1,9 @@
-"""Positive-Advantage Reweighting (posadv.txt §7.3, Appendix E.2): token weights and the schedules of lambda.
+"""Positive-Advantage Reweighting (arXiv:2511.05993, §7.3, Appendix E.2): token weights and the schedules of lambda.
 
-The paper's equations did not survive text extraction; the formulas are restated from the published paper in
-`shared/notes/methods.md` (Positive-Advantage Reweighting), which the comments below cite.
+The formulas follow the published paper (Jin et al., "Revisiting Entropy in Reinforcement Learning for Large Reasoning
+Models", arXiv:2511.05993): the per-token weight and the stage, epoch-wise and entropy-guided schedules of §7.3 (eq. 5,
+with the paper's delta = 0.2, Delta = 0.05, lambda_0 = 0) and the Rand-Pos-Clip baseline of Appendix E.2. The authors'
+verl code is github.com/cordercorder/EntropyRL. The comments below cite these sections.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import torch
 def posadv_token_weights(
     advantages: torch.Tensor, positive_weight: float, negative_weight: float = 1.0
 ) -> torch.Tensor:
-    """Per-token loss weights of Pos-Adv-Reweight (posadv.txt §7.3): lambda on A > 0 tokens, `negative_weight` on
+    """Per-token loss weights of Pos-Adv-Reweight (arXiv:2511.05993, §7.3): lambda on A > 0 tokens, `negative_weight` on
     A <= 0 tokens (1 in the method; 0 for the paper's "A > 0 tokens only" ablation, Appendix E.2 / Figure 5).
 
     Tokens with A = 0 carry no gradient, so their weight is irrelevant; they get `negative_weight`.
@@ -24,7 +26,7 @@ def posadv_token_weights(
 
 
 def stage_lambda(step: int, total_steps: int) -> float:
-    """Stage-based lambda (posadv.txt §7.3): 0 during the first half of training, then linear from 0 to 1.
+    """Stage-based lambda (PosAdv §7.3): 0 during the first half of training, then linear from 0 to 1.
 
     With step s in [0, T-1] (0-based optimizer step) and progress p = s / (T - 1): lambda = clip(2p - 1, 0, 1), which
     is 0 for s <= (T - 1) / 2 and reaches exactly 1 at the last step.
@@ -36,7 +38,7 @@ def stage_lambda(step: int, total_steps: int) -> float:
 
 
 def epoch_lambda(epoch: int, num_epochs: int) -> float:
-    """Epoch-wise lambda (posadv.txt §7.3): lambda = (e - 1) / (E - 1) for epoch e = 1..E of E >= 2."""
+    """Epoch-wise lambda (PosAdv §7.3): lambda = (e - 1) / (E - 1) for epoch e = 1..E of E >= 2."""
     if num_epochs < 2:
         raise ValueError(f"The epoch schedule needs num_epochs >= 2 (lambda = (e - 1) / (E - 1)), got {num_epochs}.")
     e = min(max(int(epoch), 1), num_epochs)
@@ -44,7 +46,7 @@ def epoch_lambda(epoch: int, num_epochs: int) -> float:
 
 
 def entropy_guided_lambda(lam: float, entropy: float, threshold: float = 0.2, step_size: float = 0.05) -> float:
-    """Entropy-guided lambda update (posadv.txt §7.3, eq. 5):
+    """Entropy-guided lambda update (PosAdv §7.3, eq. 5):
 
         lambda_{k+1} = clip(lambda_k + Delta, 0, 1) if H_k > delta else clip(lambda_k - Delta, 0, 1)
 
@@ -58,7 +60,7 @@ def entropy_guided_lambda(lam: float, entropy: float, threshold: float = 0.2, st
 def rand_pos_clip_mask(
     advantages: torch.Tensor, mask: torch.Tensor, ratio: float, generator: torch.Generator | None = None
 ) -> torch.Tensor:
-    """Rand-Pos-Clip (posadv.txt Appendix E.2): a random subset of the positive-advantage tokens to zero.
+    """Rand-Pos-Clip (PosAdv Appendix E.2): a random subset of the positive-advantage tokens to zero.
 
     Selects k = max(1, int(ratio * N)) tokens (N = valid tokens, the same count rule as Clip-Cov, so that both zero
     the same share of tokens) uniformly among the valid tokens with A > 0 (fewer if there are fewer candidates).

@@ -64,7 +64,7 @@ here and tested there):
 Deliberate differences from the reference graders: the grader DAPO-Math-17k ships with (verl `math_dapo`) reads
 the last "Answer:" match in the last 300 characters and compares normalized strings; we read every "Answer:" line and
 box (two different answers score 0) and compare with math-verify (`0.5` equals `\\frac{1}{2}`). verl's and
-DeepScaleR's boxed graders take the last box; we require all boxes to agree. AER states math-verify (aer.txt §5.1),
+DeepScaleR's boxed graders take the last box; we require all boxes to agree. AER states math-verify (AER §5.1),
 as here.
 
 Bounds (issue #25: a completion is hostile text, read in the trainer process outside the sandbox):

@@ -31,7 +31,7 @@ on `task:dapo-math-17k` (PosAdv, OPEFO) evaluates `--tasks aime24@answer_line,ai
 
 **Which AMC.** `amc23` is math-ai/amc23 (AMC 2023, 40 problems): HEAL's and OPEFO's AMC23 (40 problems each, stated
 in the papers) and, the count not being stated, PosAdv's. `aimo-validation-amc` is AI-MO/aimo-validation-amc (83
-AMC 12 2022-2023 problems rewritten to integer answers): AER's "AMC23" (aer.txt Appendix B links it).
+AMC 12 2022-2023 problems rewritten to integer answers): AER's "AMC23" (AER Appendix B links it).
 """
 
 from __future__ import annotations

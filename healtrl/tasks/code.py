@@ -7,8 +7,8 @@ Prompts: HumanEval(+) uses EvalPlus's instruction ("Please provide a self-contai
 following problem in a markdown code block"); LiveCodeBench uses its generation format (the question, then either the
 starter code to complete or the instruction to read stdin and write stdout, with the code in a ```python block).
 
-HumanEval+ as EvalPlus reports it (HEAL's "HEval+ Pass@1", heal.txt §4.1): one greedy completion per problem,
-`healtrl eval --tasks humanevalplus --k 1 --temperature 0 --max_new_tokens 768` (EvalPlus's `--greedy` sets
+HumanEval+ as EvalPlus reports it (HEAL's "HEval+ Pass@1", HEAL (arXiv:2604.17928) §4.1): one greedy completion per
+problem, `healtrl eval --tasks humanevalplus --k 1 --temperature 0 --max_new_tokens 768` (EvalPlus's `--greedy` sets
 temperature 0 and one sample; 768 is its default generation budget). pass@1 is then the fraction of problems whose
 program passes every base and plus test (the Hub dataset's `test` holds both in `check`). What differs from EvalPlus's
 own harness: it prefills the assistant turn with "Below is a Python script with a self-contained function that

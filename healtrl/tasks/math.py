@@ -216,7 +216,7 @@ def register(register_task, TaskSpec) -> None:
             "test",
             "AIMO validation AMC, 83 problems of AMC 12 2022 and 2023 rewritten to integer answers (Hub "
             "AI-MO/aimo-validation-amc, whose only split 'train' is served as 'test'; columns id, problem, answer as a "
-            "float such as 27.0, url). AER's 'AMC23' benchmark (aer.txt Appendix B); HEAL and OPEFO use amc23 (40).",
+            "float such as 27.0, url). AER's 'AMC23' benchmark (AER Appendix B); HEAL and OPEFO use amc23 (40).",
         ),
         (
             "minerva",

@@ -130,7 +130,7 @@ def _medbullets_rows(spec, data, num_samples=None, seed=0, question_column=None,
 # ------------------------------------------------------------------------------------------------------- medicine
 MEDICINE_SOURCES = ("medbullets", "medxpertqa")
 _SPECS: dict = {}  # name -> TaskSpec of the tasks `register` registered
-"""The sources of HEAL's Medicine domain (heal.txt §4.1, App. B), by their healtrl task names."""
+"""The sources of HEAL's Medicine domain (HEAL §4.1, App. B), by their healtrl task names."""
 MEDICINE_TEST_PERCENT = 20
 """Share (in %) of each source's questions in the `test` split of the `medicine` tasks."""
 MEDICINE_SPLIT_SALT = "healtrl-medicine-v2"
@@ -287,7 +287,7 @@ def register(register_task, TaskSpec) -> None:
         f"(SHA-256 of '{MEDICINE_SPLIT_SALT}' + the normalised question stem of healtrl.hygiene: options and their "
         f"number left out, so the 4- and 5-option versions of a MedBullets question fall together); "
         f"{MEDICINE_TEST_PERCENT}% of the buckets are 'test', the rest 'train', so the splits are disjoint by "
-        "construction and a question's side depends on its stem only. HEAL (heal.txt §4.1, App. B) splits MedBullets + MedXpertQA with the "
+        "construction and a question's side depends on its stem only. HEAL (§4.1, App. B) splits MedBullets + MedXpertQA with the "
         "Open-Medical-R1 pipeline of Qiu et al. 2025, whose split is not published on the Hub (their public code "
         "draws random subsets, e.g. 490 MedXpertQA questions, with no released seed), so the questions on each side "
         "differ from the paper's; the MedBullets test questions also differ from its Hub 'test' split."

@@ -2,8 +2,8 @@
 
 - Controller cadence (`controller_update`): the AER and Pos-Adv-Reweight papers train with verl, whose workflow is one
   *iteration* per rollout batch: generate, then take one or more optimizer steps on mini-batches of it, then update the
-  controller once (aer.txt §4.2 "Workflow of AER", (i)-(iv); posadv.txt §7.3, "training step k"). In TRL a rollout
-  (generation) batch spans `steps_per_generation * num_iterations` micro-batches, i.e.
+  controller once (AER, arXiv:2510.10959, §4.2 "Workflow of AER", (i)-(iv); PosAdv (arXiv:2511.05993) §7.3, "training
+  step k"). In TRL a rollout (generation) batch spans `steps_per_generation * num_iterations` micro-batches, i.e.
   `steps_per_generation * num_iterations / gradient_accumulation_steps` optimizer steps (4 in the AER and PosAdv
   paper configs). With `controller_update: rollout_batch` (the default) the controller moves once, after the last
   optimizer step of each rollout batch; with `optimizer_step` it moves after every optimizer step.
@@ -86,7 +86,7 @@ class EntropyControlMixin:
         mask = batch.mask.to(entropies.dtype)
         if self._entropy_measure == "sequence":
             counted = mask.sum(-1) > 0  # a response without loss tokens has no entropy to measure
-            per_seq = sequence_entropies(entropies, mask)  # aer.txt eq. 4
+            per_seq = sequence_entropies(entropies, mask)  # AER eq. 4
             stats = torch.stack([(per_seq * counted).sum(), counted.sum().to(per_seq.dtype)])
         else:
             stats = torch.stack([(entropies * mask).sum(), mask.sum()])

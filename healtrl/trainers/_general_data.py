@@ -1,8 +1,8 @@
 """General-domain rows trained on beside the target data: the config fields HEAL and the `grpo` trainer share.
 
-HEAL (lever 4) mixes them with the few target rows by its `mixing` (heal.txt §3.1); the `grpo` trainer trains its
-entropy baselines on the same target + general rows in one shuffled pool, as HEAL's Table 7 does (heal.txt App. C.3).
-Both load them with `_mixing.load_general_dataset` and mark each row's domain in `DOMAIN_COLUMN` (HEAL's
+HEAL (lever 4) mixes them with the few target rows by its `mixing` (HEAL, arXiv:2604.17928, §3.1); the `grpo` trainer
+trains its entropy baselines on the same target + general rows in one shuffled pool, as HEAL's Table 7 does (HEAL App.
+C.3). Both load them with `_mixing.load_general_dataset` and mark each row's domain in `DOMAIN_COLUMN` (HEAL's
 `domain_column`, `target_domain`, `general_domain` default to these names).
 """
 
@@ -24,7 +24,7 @@ class GeneralDataConfig(EntropyGRPOConfig):
     Parameters:
         general_dataset_name (`str` or `None`, *optional*, defaults to `None`):
             General-domain data (e.g. the output folder of `healtrl select`, a task name, a local file or a Hub id),
-            loaded with `healtrl.data.load_train_dataset`. HEAL's Table 7 (heal.txt App. C.3) trains its entropy
+            loaded with `healtrl.data.load_train_dataset`. HEAL's Table 7 (HEAL App. C.3) trains its entropy
             baselines on the same 32 target + 384 selected general rows as HEAL: set this to the `healtrl select`
             output. `None`: no general rows (HEAL: pass `general_dataset=` to the trainer, or give a training dataset
             whose `domain_column` already marks both domains).

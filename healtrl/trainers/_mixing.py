@@ -1,5 +1,5 @@
-"""Hybrid-domain data for HEAL (heal.txt §3.1): one training set from target and general rows, and the samplers that
-decide how each generation batch mixes the two domains.
+"""Hybrid-domain data for HEAL (arXiv:2604.17928, §3.1): one training set from target and general rows, and the samplers
+that decide how each generation batch mixes the two domains.
 
 - `combine_domains` aligns the columns of the two datasets (a column only one of them has is filled with None in the
   other's rows) and writes the domain column.

@@ -1,7 +1,8 @@
 """The papers of healtrl's methods, as their model cards cite them: `title`, arXiv `id` (None when the paper text
-gives none), BibTeX `citation`, optional `url`. Titles and authors from the first lines of each paper's text (aer.txt,
-posadv.txt, opefo.txt, heal.txt); the baselines as cited in aer.txt / heal.txt's references (Cui et al. 2025b,
-arXiv:2505.22617; Cheng et al. 2025, arXiv:2506.14758). `tests/test_model_card.py` checks them against CITATION.cff."""
+gives none), BibTeX `citation`, optional `url`. Titles and authors from the first lines of each paper's text (AER,
+arXiv:2510.10959; PosAdv, arXiv:2511.05993; OPEFO, arXiv:2605.11491; HEAL, arXiv:2604.17928: ARCHITECTURE.md,
+"Papers"); the baselines as cited in AER's / HEAL's references (Cui et al. 2025b, arXiv:2505.22617; Cheng et al.
+2025, arXiv:2506.14758). `tests/test_model_card.py` checks them against CITATION.cff."""
 
 from __future__ import annotations
 

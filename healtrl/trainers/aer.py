@@ -1,6 +1,7 @@
-"""`AERTrainer`: Adaptive Entropy Regularization (Zhang et al., aer.txt §4.2, Appendix A.2) on top of TRL's GRPO.
+"""`AERTrainer`: Adaptive Entropy Regularization (Zhang et al., AER (arXiv:2510.10959) §4.2, Appendix A.2) on top of
+TRL's GRPO.
 
-Objective (aer.txt eq. 7): J_AER = J_GRPO + E_q[lambda_t(q) * H(pi_theta(. | q))], with
+Objective (AER eq. 7): J_AER = J_GRPO + E_q[lambda_t(q) * H(pi_theta(. | q))], with
 - C1 (eq. 8-9): lambda_t(q) = alpha_t * max(0, rho - g(q)) / (rho + eps) + alpha_t * 1[rho = 0, g(q) = 0], g(q) the
   group accuracy of prompt q's m responses;
 - C2 (eq. 10): target entropy H* = tau * H0, H0 the policy entropy at the first training iteration (or given, or
@@ -61,14 +62,14 @@ GROUP_ACCURACY_KEY = "aer_group_accuracy"
 @dataclass
 class AERConfig(EntropyGRPOConfig):
     r"""
-    Configuration for [`AERTrainer`]: every field of [`EntropyGRPOConfig`] plus AER's (aer.txt §4.2, Table 3).
+    Configuration for [`AERTrainer`]: every field of [`EntropyGRPOConfig`] plus AER's (AER §4.2, Table 3).
 
     Parameters:
         rho (`float`, *optional*, defaults to `0.2`):
             Pivot accuracy rho in [0, 1] of C1 (eq. 9): prompts whose group accuracy is below rho get a positive
             entropy coefficient, growing linearly to alpha at accuracy 0.
         difficulty_aware (`bool`, *optional*, defaults to `True`):
-            C1 on (eq. 9). Off: every prompt gets the coefficient alpha (aer.txt Table 2's ablations "w/ Fixed Coeff."
+            C1 on (eq. 9). Off: every prompt gets the coefficient alpha (AER Table 2's ablations "w/ Fixed Coeff."
             and "w/ Adaptive Coeff. (C2&C3)").
         adaptive_alpha (`bool`, *optional*, defaults to `True`):
             C2 and C3 on (eq. 10-11: alpha steered towards the target entropy). Off: alpha stays `alpha_init`, a fixed
@@ -113,7 +114,7 @@ class AERConfig(EntropyGRPOConfig):
 
     difficulty_aware: bool = field(
         default=True,
-        metadata={"help": "C1 (aer.txt eq. 9) on; off: every prompt's coefficient is alpha (Table 2 ablations)."},
+        metadata={"help": "C1 (AER eq. 9) on; off: every prompt's coefficient is alpha (Table 2 ablations)."},
     )
     adaptive_alpha: bool = field(
         default=True,
@@ -122,16 +123,16 @@ class AERConfig(EntropyGRPOConfig):
     rho: float = field(
         default=0.2,
         metadata={
-            "help": "Pivot accuracy rho in [0, 1] of AER's difficulty-aware coefficients (aer.txt eq. 9). Paper: 0.2."
+            "help": "Pivot accuracy rho in [0, 1] of AER's difficulty-aware coefficients (AER eq. 9). Paper: 0.2."
         },
     )
     tau: float = field(
         default=0.4,
-        metadata={"help": "Reduction ratio of the target entropy H* = tau * H0 (aer.txt eq. 10), > 0. Paper: 0.4."},
+        metadata={"help": "Reduction ratio of the target entropy H* = tau * H0 (AER eq. 10), > 0. Paper: 0.4."},
     )
     eta: float = field(
         default=0.005,
-        metadata={"help": "Step size of the sign update of alpha (aer.txt eq. 11), > 0. Paper: 0.005."},
+        metadata={"help": "Step size of the sign update of alpha (AER eq. 11), > 0. Paper: 0.005."},
     )
     alpha_init: float = field(
         default=0.0,
@@ -153,23 +154,23 @@ class AERConfig(EntropyGRPOConfig):
         },
     )
     eps: float = field(
-        default=1e-8, metadata={"help": "Constant epsilon of aer.txt eq. 9 (>= 0; > 0 when rho = 0). Paper: 1e-8."}
+        default=1e-8, metadata={"help": "Constant epsilon of AER eq. 9 (>= 0; > 0 when rho = 0). Paper: 1e-8."}
     )
     accuracy_reward: str | None = field(
         default=None,
         metadata={
-            "help": "Reward function giving the correctness r(q, o) of aer.txt eq. 8. None: the weighted sum of all "
+            "help": "Reward function giving the correctness r(q, o) of AER eq. 8. None: the weighted sum of all "
             "reward functions."
         },
     )
     correct_threshold: float = field(
         default=0.5,
-        metadata={"help": "A response is correct (r = 1 in aer.txt eq. 8) when its accuracy reward is >= this value."},
+        metadata={"help": "A response is correct (r = 1 in AER eq. 8) when its accuracy reward is >= this value."},
     )
     controller_update: str = field(
         default="rollout_batch",
         metadata={
-            "help": "When alpha moves (aer.txt eq. 11): rollout_batch (once per rollout batch, H_t over all its "
+            "help": "When alpha moves (AER eq. 11): rollout_batch (once per rollout batch, H_t over all its "
             "micro-batches: the paper's once-per-iteration workflow) or optimizer_step (after every optimizer step).",
             "choices": list(CONTROLLER_UPDATES),
         },
@@ -177,7 +178,7 @@ class AERConfig(EntropyGRPOConfig):
     entropy_normalization: str = field(
         default="sequence",
         metadata={
-            "help": "Averaging of the entropy term (aer.txt eq. 4, 7) and of H_t, H0: sequence (mean token entropy per "
+            "help": "Averaging of the entropy term (AER eq. 4, 7) and of H_t, H0: sequence (mean token entropy per "
             "response, then mean over responses: the paper's) or token (token mean, as TRL's entropy_coef bonus).",
             "choices": list(ENTROPY_NORMALIZATIONS),
         },
@@ -190,27 +191,27 @@ class AERConfig(EntropyGRPOConfig):
                 "the fixed coefficient (> 0)."
             )
         if not (0.0 <= self.rho <= 1.0):
-            raise ValueError(f"rho must be in [0, 1] (AER pivot accuracy, aer.txt eq. 9), got {self.rho}.")
+            raise ValueError(f"rho must be in [0, 1] (AER pivot accuracy, AER eq. 9), got {self.rho}.")
         if not (self.tau > 0) or math.isinf(self.tau):
-            raise ValueError(f"tau must be > 0 (target entropy H* = tau * H0, aer.txt eq. 10), got {self.tau}.")
+            raise ValueError(f"tau must be > 0 (target entropy H* = tau * H0, AER eq. 10), got {self.tau}.")
         if not (self.eta > 0) or math.isinf(self.eta):
-            raise ValueError(f"eta must be > 0 (step size of alpha, aer.txt eq. 11), got {self.eta}.")
+            raise ValueError(f"eta must be > 0 (step size of alpha, AER eq. 11), got {self.eta}.")
         if not (self.alpha_init >= 0) or math.isinf(self.alpha_init):
-            raise ValueError(f"alpha_init must be >= 0 (alpha_0 of aer.txt eq. 11), got {self.alpha_init}.")
+            raise ValueError(f"alpha_init must be >= 0 (alpha_0 of AER eq. 11), got {self.alpha_init}.")
         if self.initial_entropy is not None and not (0 < self.initial_entropy < math.inf):
-            raise ValueError(f"initial_entropy must be > 0 (H0 of aer.txt eq. 10) or null, got {self.initial_entropy}.")
+            raise ValueError(f"initial_entropy must be > 0 (H0 of AER eq. 10) or null, got {self.initial_entropy}.")
         if self.initial_entropy_prompts < 0:
             raise ValueError(f"initial_entropy_prompts must be >= 0, got {self.initial_entropy_prompts}.")
         if self.initial_entropy is not None and self.initial_entropy_prompts > 0:
             raise ValueError("Set either initial_entropy or initial_entropy_prompts > 0, not both (both give H0).")
         if not (self.eps >= 0) or (self.rho == 0 and self.eps == 0):
-            raise ValueError(f"eps must be >= 0, and > 0 when rho = 0 (aer.txt eq. 9), got {self.eps}.")
+            raise ValueError(f"eps must be >= 0, and > 0 when rho = 0 (AER eq. 9), got {self.eps}.")
         super().__post_init__()
         check_controller_update(self)
 
 
 class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
-    """GRPO with Adaptive Entropy Regularization (aer.txt §4.2). Constructor: the same as `EntropyGRPOTrainer`.
+    """GRPO with Adaptive Entropy Regularization (AER §4.2). Constructor: the same as `EntropyGRPOTrainer`.
 
     Logged metrics (TRL's buffer): `aer/alpha` (the alpha of the step), `aer/positive_coef_frac` (share of the batch's
     prompts with lambda > 0), `aer/hard_frac`, `aer/mean_coef` (mean lambda over prompts); at every update of alpha
@@ -250,12 +251,12 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
 
     @property
     def target_entropy(self) -> float | None:
-        """H* = tau * H0 (aer.txt eq. 10), None until H0 is known."""
+        """H* = tau * H0 (AER eq. 10), None until H0 is known."""
         return None if self.initial_entropy is None else self.args.tau * self.initial_entropy
 
     # -- C1: group accuracy from the gathered rewards --------------------------------------------------------------
     def _group_accuracy(self, rewards_per_func: torch.Tensor, num_generations: int) -> torch.Tensor:
-        """g(q) of aer.txt eq. 8 for every completion of the gathered batch (its prompt's value), shape (B_global,)."""
+        """g(q) of AER eq. 8 for every completion of the gathered batch (its prompt's value), shape (B_global,)."""
         if self.args.accuracy_reward is None:
             reward = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
         else:
@@ -290,7 +291,7 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
             self.log_metric("aer/alpha", self.alpha)
         if accuracy is None or self.alpha == 0.0:
             return None  # lambda = 0 for every prompt: exactly GRPO, no extra work
-        # aer.txt eq. 9: one coefficient per prompt, broadcast to its completion's tokens.
+        # AER eq. 9: one coefficient per prompt, broadcast to its completion's tokens.
         coef = self._coefficients(accuracy, self.alpha)
         num_rows = batch.mask.size(0)
         if batch.mode == "train" and num_rows != self.args.per_device_train_batch_size:
@@ -299,7 +300,7 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
                 f"AER got a training micro-batch of {num_rows} responses; TRL's are per_device_train_batch_size "
                 f"({self.args.per_device_train_batch_size}) long, which the entropy term's normalisation relies on."
             )
-        # aer.txt eq. 7: maximise E_q[lambda(q) H(pi(. | q))] <=> minimise its negative. With `sequence`, the
+        # AER eq. 7: maximise E_q[lambda(q) H(pi(. | q))] <=> minimise its negative. With `sequence`, the
         # micro-batch's sum over responses divided by its B responses: after the base's division by the accumulation
         # steps and DDP's average over processes, the step's mean over all its responses (module docstring).
         term = aer_entropy_term(
@@ -310,10 +311,10 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
     # -- C2 and C3 once per rollout batch (or optimizer step) ------------------------------------------------------
     def update_controller(self, entropy: float) -> None:
         if self.initial_entropy is None:
-            self.initial_entropy = entropy  # C2: H0 = the first H_t, the first iteration's entropy (aer.txt eq. 10)
+            self.initial_entropy = entropy  # C2: H0 = the first H_t, the first iteration's entropy (AER eq. 10)
         target = self.target_entropy
         if self.args.adaptive_alpha:
-            self.alpha = aer_update_alpha(self.alpha, self.args.eta, target, entropy)  # C3, aer.txt eq. 11
+            self.alpha = aer_update_alpha(self.alpha, self.args.eta, target, entropy)  # C3, AER eq. 11
         self.log_metric("aer/entropy", entropy)
         self.log_metric("aer/target_entropy", target)
         self.log_metric("aer/initial_entropy", self.initial_entropy)

@@ -1,7 +1,7 @@
-"""`HEALTrainer`: Hybrid-domain Entropy dynamics ALignment (heal.txt §3) on top of TRL's GRPO.
+"""`HEALTrainer`: Hybrid-domain Entropy dynamics ALignment (HEAL, arXiv:2604.17928, §3) on top of TRL's GRPO.
 
 Few-shot RLVR on a handful of target-domain prompts collapses the policy's entropy. HEAL
-1. trains on the target prompts mixed with general-domain prompts (heal.txt §3.1; pick them with `healtrl select`,
+1. trains on the target prompts mixed with general-domain prompts (HEAL §3.1; pick them with `healtrl select`,
    eq. 1), and
 2. adds the Entropy Dynamics Alignment reward (§3.2, eq. 2-4): a target trajectory whose token-entropy sequence is
    closer to some general trajectory's than to every other target trajectory's gets r_EDA = 1, so the final reward is
@@ -42,7 +42,7 @@ EDA_COLUMN = "eda"
 class HEALConfig(GeneralDataConfig):
     r"""
     Configuration for [`HEALTrainer`]: every field of [`GeneralDataConfig`] (the general-domain data, shared with
-    the `grpo` trainer) plus HEAL's (heal.txt §3, §4.1).
+    the `grpo` trainer) plus HEAL's (HEAL §3, §4.1).
 
     The paper's setup (§4.1): 32 target prompts + 384 selected CommonsenseQA prompts, 8 rollouts per prompt,
     temperature 0.7 (Qwen3) / 0.6 (LLaMA-3.2), 128 prompts per batch (= mini-batch), max prompt 1024 and completion
@@ -66,7 +66,7 @@ class HEALConfig(GeneralDataConfig):
             Share of general prompts in every generation batch for `mixing="fixed_share"`, in (0, 1); rounded to a
             whole number of prompts that must leave at least one prompt of each domain.
         eda_weight (`float`, *optional*, defaults to `1.0`):
-            Weight of r_EDA in the summed reward (heal.txt eq. 5 uses r = r_acc + r_EDA, weight 1). 0 gives the
+            Weight of r_EDA in the summed reward (HEAL eq. 5 uses r = r_acc + r_EDA, weight 1). 0 gives the
             paper's Hybrid baseline: r_EDA is computed and logged but not rewarded.
         eda_similarity (`str`, *optional*, defaults to `"kl"`):
             Entropy-dynamics similarity: `"kl"` (Appendix A.2 eq. 8-9, the paper's choice), `"hti"` (eq. 10) or `"pl"`
@@ -100,21 +100,19 @@ class HEALConfig(GeneralDataConfig):
     )
     eda_weight: float = field(
         default=1.0,
-        metadata={
-            "help": "Weight of the EDA reward (heal.txt eq. 5: 1). 0: Hybrid baseline (EDA logged, not rewarded)."
-        },
+        metadata={"help": "Weight of the EDA reward (HEAL eq. 5: 1). 0: Hybrid baseline (EDA logged, not rewarded)."},
     )
     eda_similarity: str = field(
         default="kl",
         metadata={
-            "help": "Entropy-dynamics similarity: kl (heal.txt eq. 9, paper), hti (eq. 10) or pl (eq. 11).",
+            "help": "Entropy-dynamics similarity: kl (HEAL eq. 9, paper), hti (eq. 10) or pl (eq. 11).",
             "choices": list(EDA_SIMILARITIES),
         },
     )
     eda_mode: str = field(
         default="paper",
         metadata={
-            "help": "paper (heal.txt eq. 2-4) or reference (authors' code: all pairs, general rewarded, min length 50).",
+            "help": "paper (HEAL eq. 2-4) or reference (authors' code: all pairs, general rewarded, min length 50).",
             "choices": list(EDA_MODES),
         },
     )
@@ -141,14 +139,14 @@ class HEALConfig(GeneralDataConfig):
 
 
 class HEALTrainer(EntropyGRPOTrainer):
-    """GRPO on hybrid-domain data with the Entropy Dynamics Alignment reward (heal.txt §3).
+    """GRPO on hybrid-domain data with the Entropy Dynamics Alignment reward (HEAL §3).
 
     Constructor: the same as `EntropyGRPOTrainer`, plus `general_dataset` (a `datasets.Dataset` of general-domain
     rows; alternatively `args.general_dataset_name`, or a `train_dataset` whose `domain_column` marks both domains).
     `train_dataset` holds the target rows (the few-shot set).
 
     Logged (TRL's buffer, per logging step): `heal/entropy_target` and `heal/entropy_general` (mean token entropy of
-    the batch's rollouts per domain, as in heal.txt Fig. 1), `heal/eda_rate` (share of target trajectories with
+    the batch's rollouts per domain, as in HEAL Fig. 1), `heal/eda_rate` (share of target trajectories with
     r_EDA = 1; in `reference` mode over all trajectories), `heal/s_inter` and `heal/s_intra` (means over target
     trajectories where finite), `heal/general_share` (share of the batch's trajectories that are general), and
     `heal/reward_target` / `heal/reward_general` (the summed reward without EDA, per domain); the EDA column itself is

@@ -1,4 +1,5 @@
-"""`OPEFOTrainer`: On-Policy Entropy Flow Optimization (opefo.txt §5), on healtrl's lever 1 (`shape_advantages`).
+"""`OPEFOTrainer`: On-Policy Entropy Flow Optimization (OPEFO, arXiv:2605.11491, §5), on healtrl's lever 1
+(`shape_advantages`).
 
 What it does, per optimizer step:
 
@@ -83,7 +84,7 @@ def _to_width(values: torch.Tensor, width: int) -> torch.Tensor:
 class OPEFOConfig(EntropyGRPOConfig):
     r"""
     Configuration for [`OPEFOTrainer`]: every field of [`EntropyGRPOConfig`] (TRL's [`~trl.GRPOConfig`]), plus OPEFO's.
-    Defaults follow the paper (opefo.txt §5, §6.1, Table 2).
+    Defaults follow the paper (OPEFO §5, §6.1, Table 2).
 
     Training is strictly on-policy: `num_iterations` must be 1 and each optimizer step must consume exactly one
     generation batch (`steps_per_generation == gradient_accumulation_steps`, TRL's default when neither
@@ -159,7 +160,7 @@ class OPEFOConfig(EntropyGRPOConfig):
 
 
 class OPEFOTrainer(EntropyGRPOTrainer):
-    """On-Policy Entropy Flow Optimization (opefo.txt §5): GRPO strictly on-policy, tokens reweighted by lambda*.
+    """On-Policy Entropy Flow Optimization (OPEFO §5): GRPO strictly on-policy, tokens reweighted by lambda*.
 
     Constructor: the same as `trl.GRPOTrainer`, with an [`OPEFOConfig`]. Stateless across steps (lambda* is recomputed
     from every update batch), so nothing beyond TRL's checkpoint is saved.

@@ -1,4 +1,4 @@
-"""`PosAdvTrainer`: Positive-Advantage Reweighting (posadv.txt §7.3, Appendix E.2) on top of TRL's GRPO.
+"""`PosAdvTrainer`: Positive-Advantage Reweighting (arXiv:2511.05993, §7.3, Appendix E.2) on top of TRL's GRPO.
 
 The loss of every token with a positive advantage is multiplied by lambda in [0, 1] (lever 1, `shape_advantages`:
 scaling a token's advantage by w >= 0 scales its clipped surrogate by w). lambda follows a schedule:
@@ -49,7 +49,7 @@ SCHEDULES = ("entropy", "stage", "epoch", "constant", "positive_only", "negative
 @dataclass
 class PosAdvConfig(EntropyGRPOConfig):
     r"""
-    Configuration for [`PosAdvTrainer`]: every field of [`EntropyGRPOConfig`] plus Pos-Adv-Reweight's (posadv.txt §7.3).
+    Configuration for [`PosAdvTrainer`]: every field of [`EntropyGRPOConfig`] plus Pos-Adv-Reweight's (PosAdv §7.3).
 
     Parameters:
         schedule (`str`, *optional*, defaults to `"entropy"`):
@@ -76,7 +76,7 @@ class PosAdvConfig(EntropyGRPOConfig):
     schedule: str = field(
         default="entropy",
         metadata={
-            "help": "Schedule of lambda, the loss weight of positive-advantage tokens (posadv.txt §7.3): entropy "
+            "help": "Schedule of lambda, the loss weight of positive-advantage tokens (PosAdv §7.3): entropy "
             "(paper's best), stage, epoch, constant, positive_only, negative_only, rand_pos_clip.",
             "choices": list(SCHEDULES),
         },
@@ -87,23 +87,23 @@ class PosAdvConfig(EntropyGRPOConfig):
     )
     entropy_threshold: float = field(
         default=0.2,
-        metadata={"help": "Entropy threshold delta of the entropy-guided schedule (posadv.txt eq. 5). Paper: 0.2."},
+        metadata={"help": "Entropy threshold delta of the entropy-guided schedule (PosAdv eq. 5). Paper: 0.2."},
     )
     lambda_step: float = field(
         default=0.05,
-        metadata={"help": "Step Delta of the entropy-guided schedule (posadv.txt eq. 5), in (0, 1]. Paper: 0.05."},
+        metadata={"help": "Step Delta of the entropy-guided schedule (PosAdv eq. 5), in (0, 1]. Paper: 0.05."},
     )
     rand_pos_clip_ratio: float = field(
         default=2e-4,
         metadata={
-            "help": "Rand-Pos-Clip: share of valid tokens whose loss is zeroed, drawn among A > 0 tokens (posadv.txt "
+            "help": "Rand-Pos-Clip: share of valid tokens whose loss is zeroed, drawn among A > 0 tokens (PosAdv "
             "App. E.2; same share as Clip-Cov's 0.0002). In (0, 1]."
         },
     )
     controller_update: str = field(
         default="rollout_batch",
         metadata={
-            "help": "When the entropy-guided lambda moves (posadv.txt eq. 5): rollout_batch (once per rollout batch, "
+            "help": "When the entropy-guided lambda moves (PosAdv eq. 5): rollout_batch (once per rollout batch, "
             "H_k over all its micro-batches: the paper's workflow) or optimizer_step (after every optimizer step).",
             "choices": list(CONTROLLER_UPDATES),
         },
@@ -113,11 +113,9 @@ class PosAdvConfig(EntropyGRPOConfig):
         if not (0.0 <= self.lambda_init <= 1.0):
             raise ValueError(f"lambda_init must be in [0, 1], got {self.lambda_init}.")
         if not (self.entropy_threshold >= 0) or math.isinf(self.entropy_threshold):
-            raise ValueError(
-                f"entropy_threshold must be >= 0 (delta of posadv.txt eq. 5), got {self.entropy_threshold}."
-            )
+            raise ValueError(f"entropy_threshold must be >= 0 (delta of PosAdv eq. 5), got {self.entropy_threshold}.")
         if not (0.0 < self.lambda_step <= 1.0):
-            raise ValueError(f"lambda_step must be in (0, 1] (Delta of posadv.txt eq. 5), got {self.lambda_step}.")
+            raise ValueError(f"lambda_step must be in (0, 1] (Delta of PosAdv eq. 5), got {self.lambda_step}.")
         if not (0.0 < self.rand_pos_clip_ratio <= 1.0):
             raise ValueError(f"rand_pos_clip_ratio must be in (0, 1], got {self.rand_pos_clip_ratio}.")
         if self.schedule == "epoch" and self.max_steps <= 0 and math.ceil(self.num_train_epochs) < 2:
@@ -139,7 +137,8 @@ class _CheckEpochs(TrainerCallback):
 
 
 class PosAdvTrainer(RandomStreamMixin, EntropyControlMixin, EntropyGRPOTrainer):
-    """GRPO with Positive-Advantage Reweighting (posadv.txt §7.3). Constructor: the same as `EntropyGRPOTrainer`."""
+    """GRPO with Positive-Advantage Reweighting (arXiv:2511.05993, §7.3). Constructor: the same as
+    `EntropyGRPOTrainer`."""
 
     config_class = PosAdvConfig
     card = CardDescription(
@@ -170,7 +169,7 @@ class PosAdvTrainer(RandomStreamMixin, EntropyControlMixin, EntropyGRPOTrainer):
 
     # -- lambda ------------------------------------------------------------------------------------------------------
     def current_lambda(self) -> float:
-        """lambda for the current optimizer step (posadv.txt §7.3)."""
+        """lambda for the current optimizer step (PosAdv §7.3)."""
         schedule = self.args.schedule
         if schedule == "stage":
             return stage_lambda(self.state.global_step, max(int(self.state.max_steps), 2))
@@ -191,10 +190,10 @@ class PosAdvTrainer(RandomStreamMixin, EntropyControlMixin, EntropyGRPOTrainer):
         lam = self.current_lambda()
         negative_weight = 0.0 if self.args.schedule == "positive_only" else 1.0
         adv = advantages.unsqueeze(1).expand_as(batch.mask).to(batch.per_token_logps.dtype)
-        # posadv.txt §7.3: per-token loss of A > 0 tokens times lambda (A <= 0 tokens times negative_weight).
+        # PosAdv §7.3: per-token loss of A > 0 tokens times lambda (A <= 0 tokens times negative_weight).
         shaped = adv * posadv_token_weights(adv, lam, negative_weight)
         if self.args.schedule == "rand_pos_clip":
-            # posadv.txt App. E.2: zero the loss of a random subset of A > 0 tokens.
+            # PosAdv App. E.2: zero the loss of a random subset of A > 0 tokens.
             clip = rand_pos_clip_mask(adv, batch.mask, self.args.rand_pos_clip_ratio, self._next_generator())
             shaped = shaped.masked_fill(clip, 0.0)
             self.log_metric("posadv/clipped_tokens", clip.sum())
