@@ -289,20 +289,23 @@ def overhead(args):
         lengths = mask.sum(1)
         return eda_rewards([entropies[i, : lengths[i]] for i in range(len(lengths))], is_target)
 
-    def heal_step(source):
+    def rollout_entropies(captured):
+        # The TRL boundary's provision of the rollout entropies (`_trl/generation.py`), from what generation captured
+        # (None: one no-grad forward).
         heal._rollout_ids = (prompts, completions)
-        if source == "auto":
-            # The generation hook already filled the entropies: the step only pays for the EDA reward.
-            heal._rollout_entropies = generation_entropies
-        else:
-            heal._rollout_entropies = None
-        eda_from(*heal._rollout_entropy_pass())
+        heal._stats_keys = frozenset({"entropy"})
+        heal._stats_captured = captured
+        stats = heal._provide_rollout_stats()
+        return stats["entropy"], stats.mask
+
+    def heal_step(source):
+        # "auto": the generation hook already filled the entropies, so the step only pays for the EDA reward.
+        eda_from(*rollout_entropies(("generation", {"entropy": generation_entropies}) if source == "auto" else None))
         loss_and_grads(heal, inputs)
         heal.optimizer.step()
         heal.optimizer.zero_grad()
 
-    heal._rollout_ids = (prompts, completions)
-    generation_entropies, _ = heal._rollout_entropy_pass()
+    generation_entropies, _ = rollout_entropies(None)
     base = trainers["base"]
     cases = {
         "base": lambda: (loss_and_grads(base, inputs), base.optimizer.step(), base.optimizer.zero_grad()),

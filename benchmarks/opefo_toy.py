@@ -8,7 +8,7 @@ entropy and reward averaged over windows of steps, and OPEFO's mean lambda*.
 Part 2 (overhead): the training step without generation (`training_step` minus `_generate_and_score_completions`;
 the loss forward, the levers and the backward), GRPO vs OPEFO on the same config, runs alternated over rounds, median
 over steps. With gradient accumulation > 1 OPEFO adds one no-grad forward per optimizer step at generation time
-(`_forward_delta_h`, the fallback where generation logits are not available), which is counted here as training-step time.
+(the TRL boundary's `_provide_rollout_stats`, a no-grad forward where generation logits are not available), which is counted here as training-step time.
 
 Usage:
     python benchmarks/opefo_toy.py                       # writes benchmarks/results/opefo_toy.md (~6 min, 1 thread)
@@ -65,9 +65,9 @@ def timed(cls):
             self._gen += time.perf_counter() - start
             return out
 
-        def _forward_delta_h(self, output):  # OPEFO's whole-batch pass (gradient accumulation > 1)
+        def _provide_rollout_stats(self):  # OPEFO's whole-batch statistics (gradient accumulation > 1)
             start = time.perf_counter()
-            out = super()._forward_delta_h(output)
+            out = super()._provide_rollout_stats()
             self._extra += time.perf_counter() - start
             return out
 

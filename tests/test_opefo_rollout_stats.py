@@ -3,7 +3,7 @@
 With gradient accumulation, OPEFO reads the per-token log-prob, entropy (and power sums) of every sampled token off
 the generation's own LM-head logits (or TRL's old-log-prob pass) instead of running one more no-grad forward. These
 tests check lambda* (eq. 9) and the eq. 7 token weights against the forward-based computation on the same batch (the
-fallback, `_forward_delta_h`), for all three estimators, with and without accumulation, on 1 and 2 processes.
+fallback: one no-grad forward, `forward_lambda_and_delta_h`), for all three estimators, with and without accumulation, on 1 and 2 processes.
 
 Run as a script (`torchrun --nproc_per_node 2 tests/test_opefo_rollout_stats.py OUT`) it is the 2-process worker.
 """
@@ -20,7 +20,12 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer, OPEFOConfig, OPEFOTrainer  # noqa: E402
-from healtrl.functional import opefo_flow_sums, opefo_lambda_from_sums, opefo_token_weights  # noqa: E402
+from healtrl.functional import (  # noqa: E402
+    opefo_flow_sums,
+    opefo_lambda_from_sums,
+    opefo_token_weights,
+    token_entropy_change,
+)
 from healtrl.trainers._generation_stats import GenerationStats  # noqa: E402
 from tests.helpers import (  # noqa: E402
     build_trainer,
@@ -42,9 +47,10 @@ class CountingForward(OPEFOTrainer):
         self.fallback_forwards = 0
         self.shaped = []
 
-    def _forward_delta_h(self, output):
-        self.fallback_forwards += 1
-        return super()._forward_delta_h(output)
+    def _provide_rollout_stats(self):
+        stats = super()._provide_rollout_stats()
+        self.fallback_forwards += stats.source == "forward"
+        return stats
 
     def shape_advantages(self, advantages, batch):
         shaped = super().shape_advantages(advantages, batch)
@@ -61,8 +67,22 @@ def generate_batch(trainer, seed=1):
 
 
 def forward_lambda_and_delta_h(trainer, batch):
-    """Today's forward-based computation on `batch`: Delta H from one no-grad forward, lambda* over all processes."""
-    delta_h = OPEFOTrainer._forward_delta_h(trainer, batch)
+    """The forward-based computation on `batch`: Delta H from one no-grad forward, lambda* over all processes."""
+    forward = trainer.policy_forward(
+        torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1),
+        torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1),
+        batch["completion_ids"].size(1),
+        batch_size=trainer.args.per_device_train_batch_size,
+        power_sums=trainer.args.entropy_change_estimator == "exact",
+    )
+    delta_h = token_entropy_change(
+        forward.logps,
+        forward.entropies,
+        batch["advantages"],
+        estimator=trainer.args.entropy_change_estimator,
+        sum_p2=forward.sum_p2,
+        sum_p2_logp=forward.sum_p2_logp,
+    )
     mask = batch["completion_mask"]
     pos, neg = opefo_flow_sums(delta_h, mask)
     pos, neg = trainer.accelerator.reduce(torch.stack([pos, neg]), reduction="sum")
@@ -161,8 +181,8 @@ def test_lambda_from_generation_equals_forward_based(tmp_path, estimator):
         entropy_change_estimator=estimator,
     )
     trainer.model.train()
-    assert trainer._rollout_stats_source() == "generation"
     batch = generate_batch(trainer)
+    assert trainer.rollout_stats.source == "generation"
     assert trainer.fallback_forwards == 0
     assert trainer._metrics["train"]["opefo/extra_forward"] == [0.0]
     lam_fwd, dh_fwd = forward_lambda_and_delta_h(trainer, batch)
@@ -193,9 +213,8 @@ def test_no_forward_beyond_grpos_and_forward_fallback_is_logged(tmp_path):
     grpo = build_trainer(EntropyGRPOTrainer, EntropyGRPOConfig, tmp_path / "grpo", **kwargs)
     opefo = build_trainer(CountingForward, OPEFOConfig, tmp_path / "opefo", **kwargs)
     forced = build_trainer(CountingForward, OPEFOConfig, tmp_path / "fwd", rollout_entropy_source="forward", **kwargs)
-    forced.model.train()
-    assert forced._rollout_stats_source() == "forward"
     n_grpo, n_opefo, n_forced = (count_model_forwards(t) for t in (grpo, opefo, forced))
+    assert forced.rollout_stats.source == "forward" and opefo.rollout_stats.source == "generation"
     assert n_opefo == n_grpo  # generation steps only
     assert n_forced == n_grpo + 2  # the fallback's no-grad pass over the 16 rollouts, in chunks of 8 (the micro-batch)
     assert forced.fallback_forwards == 1 and forced._metrics["train"]["opefo/extra_forward"] == [1.0]
@@ -217,8 +236,8 @@ def test_lambda_from_trls_old_logprob_pass(tmp_path):
     )
     trainer.args.steps_per_generation = 3  # TRL: 2 % 3 != 0 -> it computes old log-probs
     trainer.model.train()
-    assert trainer._rollout_stats_source() == "old_logps"
     batch = generate_batch(trainer)
+    assert trainer.rollout_stats.source == "old_logps"
     assert batch["old_per_token_logps"] is not None
     assert trainer.fallback_forwards == 0 and trainer._metrics["train"]["opefo/extra_forward"] == [0.0]
     lam_fwd, dh_fwd = forward_lambda_and_delta_h(trainer, batch)

@@ -77,3 +77,61 @@ def test_a_second_forward_inside_the_loss_is_an_error(tmp_path):
     trainer._get_per_token_logps_and_entropies = twice  # a TRL release whose loss runs two forwards
     with pytest.raises(RuntimeError, match="second forward inside GRPOTrainer._compute_loss"):
         trainer.compute_loss(trainer.model, inputs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The hook surface: every hook the boundary declares is in ARCHITECTURE.md's table; one request for rollout stats
+# ---------------------------------------------------------------------------------------------------------------
+def test_every_declared_hook_is_in_the_architecture_table():
+    from pathlib import Path
+
+    from healtrl.trainers._trl import BoundaryHooks
+
+    text = (Path(__file__).resolve().parents[1] / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    table = "\n".join(line for line in text.splitlines() if line.startswith("| `"))
+    declared = [
+        name
+        for name in vars(BoundaryHooks)
+        if not name.startswith("__")
+        and name not in {"_call", "_inside", "_arg", "_mode", "log_metric", "_generate_every"}
+    ]
+    declared += list(BoundaryHooks.__annotations__)
+    missing = sorted({name for name in declared if f"`{name}" not in table and name != "_call"})
+    assert not missing, f"hooks of BoundaryHooks missing from ARCHITECTURE.md's hook table: {missing}"
+
+
+class _AsksForPowerSums(EntropyGRPOTrainer):
+    def rollout_stats_needed(self):
+        return frozenset({"logp", "sum_p2", "sum_p2_logp"})
+
+    def finish_generation_batch(self, batch):
+        type(self).seen = (self.rollout_stats, batch["completion_mask"].clone())
+
+
+def test_rollout_stats_request_is_served_and_names_its_source(tmp_path):
+    """A trainer that asks for log p and the power sums gets exactly those, (B, T) like the completions, zero past
+    each completion, from the generation logits (on-policy transformers generation: no extra forward)."""
+    trainer = build_trainer(_AsksForPowerSums, EntropyGRPOConfig, tmp_path, inspect_every_steps=0)
+    next_inputs(trainer)
+    stats, mask = _AsksForPowerSums.seen
+    assert stats.source == "generation"
+    assert sorted(stats.values) == ["logp", "sum_p2", "sum_p2_logp"]
+    mask = mask.bool()
+    assert mask.any() and not mask.all()  # completions of different lengths: the zero padding is checked
+    for key in stats.values:
+        assert stats[key].shape == mask.shape
+        assert torch.all(stats[key][~mask] == 0)
+    assert torch.all(stats["logp"][mask] <= 0) and torch.all((stats["sum_p2"][mask] > 0) & (stats["sum_p2"][mask] <= 1))
+    with pytest.raises(KeyError, match="'entropy' was not requested"):
+        stats["entropy"]
+
+
+class _AsksForNonsense(EntropyGRPOTrainer):
+    def rollout_stats_needed(self):
+        return frozenset({"logits"})
+
+
+def test_unknown_rollout_statistic_is_refused(tmp_path):
+    trainer = build_trainer(_AsksForNonsense, EntropyGRPOConfig, tmp_path)
+    with pytest.raises(ValueError, match=r"rollout_stats_needed asked for \['logits'\]"):
+        next_inputs(trainer)

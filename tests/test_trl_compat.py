@@ -613,7 +613,7 @@ def test_arg_reads_fields_or_their_defaults():
     trainer = _double(HEALTrainer)
     assert trainer._arg("rollout_entropy") is False and trainer._arg("eda_similarity") == "kl"
     assert trainer._arg("report_to") == []  # present on args: read from there
-    assert trainer.needs_rollout_entropies is True and trainer._entropies_from_generation() is False  # rollout_func
+    assert trainer.needs_rollout_entropies is True and trainer._generation_logits_readable() is False  # rollout_func
     with pytest.raises(AttributeError, match="HEALConfig has no field 'no_such_field'"):
         trainer._arg("no_such_field")
 

@@ -74,6 +74,8 @@ class GenerationStats:
     def _on_embed(self, module, args) -> None:
         if self._pending is None:  # the prefill, before any LM-head call
             return
+        if not args or not isinstance(args[0], torch.Tensor) or args[0].dim() != 2:
+            return  # embeddings called without positional token ids: the step's token stays unknown (`per_token`: None)
         token = args[0][:, -1]  # with or without KV cache, the newest token is the last column
         step = self.steps[-1]
         step["token"] = token
@@ -102,6 +104,8 @@ class GenerationStats:
             last["token"] = token
             last["logp"] = self._pending.gather(1, token.unsqueeze(1)).squeeze(1)
             self._pending = None
+        if any("token" not in s for s in steps):
+            return None
         seen = torch.stack([s["token"] for s in steps], dim=1)
         if not torch.equal(seen[valid], ids[valid]):
             return None

@@ -4,8 +4,8 @@ Where the pieces live:
 
 * `RolloutInspector.on_rollouts` runs after the trainer scored the rollouts (the reward step of the TRL boundary,
   `_trl/generation.py`, after lever 3 filled its reward columns), with the rollout batch's exact per-token entropies
-  (`TRLBoundary._rollout_entropy_pass`: the generation logits, TRL's old-log-prob pass or one no-grad forward through
-  the fused kernel, at the sampling temperature). It
+  (the TRL boundary's rollout statistics, `rollout_stats`: TRL's old-log-prob pass, the generation logits or one
+  no-grad forward through the fused kernel, at the sampling temperature). It
   - logs `entropy/high_share` (share of completion tokens with entropy above `inspect_high_entropy`, ln 2 nats by
     default) and `entropy/q10`, `entropy/q50`, `entropy/q90` (token-entropy quantiles of the gathered batch) through
     TRL's metric buffer, so every `report_to` backend gets them;

@@ -19,9 +19,10 @@ Around the training loop: `optimizer_step_end(step_stats)` after each optimizer 
 
 Beside the levers, the TRL boundary (`_trl/`, which this class derives from) offers hooks for what a method computes
 around generation: `rollout_columns` (per-completion columns from the gathered rewards, e.g. AER's group accuracy),
-`finish_generation_batch` (the local batch after scoring, e.g. OPEFO's whole-batch statistics), `generate_rollouts`
-(wrapping the generation call) and `old_logps_pass_request` / `receive_old_logps_stats` (statistics of TRL's
-old-log-prob pass); and one policy forward, `policy_forward`, for any extra no-grad pass.
+`finish_generation_batch` (the local batch after scoring, e.g. OPEFO's whole-batch statistics) and
+`rollout_stats_needed`, the one request for per-token statistics of the rollouts (log p, entropy, power sums), which
+the boundary provides from the cheapest source as `rollout_stats`; and one policy forward, `policy_forward`, for any
+extra no-grad pass.
 
 TRL's `_compute_loss` is never copied: the levers hook into the two things it does in a fixed order (the policy
 forward, then reading `inputs["advantages"]`), which `healtrl._compat` pins by refusing untested TRL releases. Every

@@ -15,7 +15,7 @@ What it does, per optimizer step:
 3. lambda* of eq. 9 over the whole update batch and all processes (identical on every rank), then per-token weights
    (1 + lambda*) on S+ and (1 - lambda*) on S- (eq. 7) multiply the advantages.
 
-Where the whole-batch statistics come from (the choice this implementation makes):
+Where the whole-batch statistics come from:
 
 - `gradient_accumulation_steps == 1` (the toy configs): the micro-batch is the whole local update batch, so lambda* is
   computed inside the loss forward from the `LossBatch` (log-probs and entropies of that forward) and all-reduced
@@ -23,22 +23,16 @@ Where the whole-batch statistics come from (the choice this implementation makes
 - `gradient_accumulation_steps > 1`: an optimizer step spans several micro-batches, and the first one's loss needs
   lambda* of all of them. Strictly on-policy, the policy at generation time *is* the policy that takes the update (no
   optimizer step happens between generation and the last micro-batch), so the log-prob and entropy of every sampled
-  token (and, for `exact`, sum_v p^2 and sum_v p^2 log p) are known once the batch is generated, with no extra
-  forward. Eq. 6 needs them under the policy the loss trains: p = softmax(z / T) of the LM head's logits z at the
-  training temperature T (TRL's loss divides by the same T), *not* the sampling distribution after generate's logits
-  processors (top-p, top-k, min-p, repetition penalty). They come from, in this order:
-  1. TRL's old-log-prob pass, where it runs (vLLM with `vllm_importance_sampling_correction`): that no-grad forward
-     of the policy also returns the entropies (and power sums);
-  2. the generation's own LM-head calls (transformers `generate`, no vLLM, paged generation or tools, and
-     `rollout_entropy_source: auto`): hooks on the LM head and input embeddings read softmax(z / T) of every step and
-     the token sampled from it (`_generation_stats.GenerationStats`); equal to the loss forward's numbers within
-     float32 rounding for models without dropout whose output does not depend on the absolute position of left
-     padding (RoPE: all current decoder LLMs);
-  3. otherwise (vLLM without the correction, paged generation, tools, `rollout_entropy_source: forward`), one no-grad
-     forward over the local generation batch right after it is scored: the fallback, one extra forward per step.
-  A one-time info log names the source; `opefo/extra_forward` is 1 on steps that took the fallback forward, else 0.
-  Delta H per token and lambda* (all-reduced over processes) are stored in the buffered batch (`opefo_delta_h`,
-  `opefo_lambda`), which TRL shuffles and splits with the rest; each micro-batch then weights its tokens with them.
+  token (and, for `exact`, sum_v p^2 and sum_v p^2 log p) under p = softmax(z / T), the distribution the loss trains
+  (not the sampling distribution after generate's logits processors), are known once the batch is generated. OPEFO
+  asks the TRL boundary for them (`rollout_stats_needed`), which provides them from the cheapest source and names it
+  (`RolloutStats.source`): TRL's old-log-prob pass where it runs (vLLM with `vllm_importance_sampling_correction`),
+  else the generation's own LM-head logits (transformers `generate`; equal to the loss forward's numbers within
+  float32 rounding for models without dropout whose output does not depend on the absolute position of left padding),
+  else one no-grad forward (vLLM without the correction, paged generation, tools, `rollout_entropy_source: forward`).
+  `opefo/extra_forward` is 1 on steps that took that forward, else 0. Delta H per token and lambda* (all-reduced over
+  processes) are stored in the buffered batch (`opefo_delta_h`, `opefo_lambda`), which TRL shuffles and splits with
+  the rest; each micro-batch then weights its tokens with them.
 - Evaluation: every eval batch is its own update batch; computed in its loss forward.
 
 Logged every step (train and eval): `opefo/lambda`, `opefo/flow_pos` (sum of Delta H over S+), `opefo/flow_neg` (sum
@@ -48,8 +42,6 @@ reported in units of the current learning rate times eq. 6 (lambda* and the sets
 
 from __future__ import annotations
 
-import logging
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,25 +51,10 @@ from ..diagnostics import current_learning_rate
 from ..functional.entropy_change import ESTIMATORS, token_entropy_change
 from ..functional.opefo import SIDES, opefo_flow_sums, opefo_lambda_from_sums, opefo_token_weights
 from ._card import CardDescription
-from ._generation_stats import GenerationStats
 from ._papers import OPEFO_PAPER
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
 
-logger = logging.getLogger(__name__)
-
 LAMBDA_MODES = ("adaptive", "static")
-STATS_SOURCES = {
-    "generation": "read off the generation's own LM-head logits (no extra forward)",
-    "old_logps": "taken from TRL's old-log-prob pass (no extra forward)",
-    "forward": "computed with one extra no-grad forward per optimizer step (generation logits not available)",
-}
-
-
-def _to_width(values: torch.Tensor, width: int) -> torch.Tensor:
-    """(B, T) statistics cut or zero-padded on the right to `width` completion positions."""
-    if values.size(1) < width:
-        return torch.nn.functional.pad(values, (0, width - values.size(1)))
-    return values[:, :width]
 
 
 @dataclass
@@ -179,92 +156,43 @@ class OPEFOTrainer(EntropyGRPOTrainer):
         tags=("opefo",),
     )
 
-    def __init__(self, model, reward_funcs=None, args: OPEFOConfig | None = None, train_dataset=None, **kwargs):
-        super().__init__(model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
-        self._opefo_stats: dict[str, torch.Tensor] | None = None  # per-token stats of the last generation batch
-        self._opefo_capture_old_logps = False
-        self._warned_generation_stats = False
-        self._stats_sources_logged: set[str] = set()
-
     @property
     def needs_power_sums(self) -> bool:
         """The loss forward computes the power sums only where lambda* is computed from it (no accumulation, or
-        evaluation); with accumulation they come with the rollout statistics (`_estimator_needs_power_sums`)."""
-        return self._estimator_needs_power_sums and self._rollout_stats_source() is None
+        evaluation); with accumulation they come with the rollout statistics."""
+        return self._estimator_needs_power_sums and not self._whole_batch_stats_at_generation
 
     @property
     def _estimator_needs_power_sums(self) -> bool:
         return self.args.entropy_change_estimator == "exact"
 
+    @property
+    def _whole_batch_stats_at_generation(self) -> bool:
+        """With gradient accumulation in training, lambda* needs the whole update batch before its first micro-batch."""
+        return self.model.training and self._arg("gradient_accumulation_steps") > 1
+
     # ------------------------------------------------------------------------------------------------------------
     # Whole-update-batch statistics at generation time (gradient accumulation)
     # ------------------------------------------------------------------------------------------------------------
-    def _rollout_stats_source(self) -> str | None:
-        """Where this generation batch's per-token statistics come from; None when lambda* needs none from it."""
-        if not (self.model.training and self._arg("gradient_accumulation_steps") > 1):
-            return None  # computed in the loss forward of the whole update batch
-        if self._trl_computes_old_logps():
-            return "old_logps"  # vLLM with importance-sampling correction: TRL's no-grad forward runs anyway
-        if self._entropies_from_generation():
-            return "generation"
-        return "forward"
-
-    def generate_rollouts(self, generate, prompts: list):
-        self._opefo_stats = None
-        source = self._rollout_stats_source()
-        self._opefo_capture_old_logps = source == "old_logps"
-        if source != "generation":
-            return generate(prompts)
-        model = self.accelerator.unwrap_model(self.model)
-        with GenerationStats(model, self.temperature, power_sums=self._estimator_needs_power_sums) as recorder:
-            outputs = generate(prompts)
-        self._opefo_stats = recorder.per_token(outputs[1])
-        if self._opefo_stats is None and not self._warned_generation_stats:
-            self._warned_generation_stats = True
-            warnings.warn(
-                f"The LM head was called {len(recorder.steps)} times while generating completions that do not line up "
-                "with them, so OPEFO's per-token statistics cannot be read off the generation logits; computing them "
-                "with a no-grad forward instead (one extra forward per optimizer step; set rollout_entropy_source: "
-                "forward to skip this attempt).",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        return outputs
-
-    def old_logps_pass_request(self):
-        if not self._opefo_capture_old_logps:
-            return None
-        # TRL's old-log-prob pass over the fresh rollouts (no grad, the policy that takes the update): the entropies
-        # (and power sums) of the same forward.
-        self._opefo_capture_old_logps = False
-        return {"power_sums": self._estimator_needs_power_sums}
-
-    def receive_old_logps_stats(self, stats: dict[str, torch.Tensor]) -> None:
-        self._opefo_stats = stats
+    def rollout_stats_needed(self) -> frozenset[str]:
+        keys = set(super().rollout_stats_needed())
+        if self._whole_batch_stats_at_generation:
+            keys |= {"logp", "entropy"} | ({"sum_p2", "sum_p2_logp"} if self._estimator_needs_power_sums else set())
+        return frozenset(keys)
 
     def finish_generation_batch(self, output: dict[str, Any]) -> None:
-        source = self._rollout_stats_source()
-        if source is None:
+        if not self._whole_batch_stats_at_generation:
             return
-        stats, self._opefo_stats = self._opefo_stats, None
-        if stats is None:
-            source = "forward"
-            delta_h = self._forward_delta_h(output)
-        else:
-            width = output["completion_ids"].size(1)
-            stats = {key: _to_width(value.to(output["advantages"].device), width) for key, value in stats.items()}
-            delta_h = token_entropy_change(
-                stats["logp"],
-                stats["entropy"],
-                output["advantages"],
-                estimator=self.args.entropy_change_estimator,
-                sum_p2=stats.get("sum_p2"),
-                sum_p2_logp=stats.get("sum_p2_logp"),
-            )
-        if source not in self._stats_sources_logged:
-            self._stats_sources_logged.add(source)
-            logger.info("OPEFO: whole-update-batch statistics for lambda* %s.", STATS_SOURCES[source])
-        self.log_metric("opefo/extra_forward", float(source == "forward"))
+        stats = self.rollout_stats
+        delta_h = token_entropy_change(
+            stats["logp"],
+            stats["entropy"],
+            output["advantages"],
+            estimator=self.args.entropy_change_estimator,
+            sum_p2=stats.get("sum_p2"),
+            sum_p2_logp=stats.get("sum_p2_logp"),
+        )
+        self.log_metric("opefo/extra_forward", float(stats.source == "forward"))
         output["opefo_delta_h"] = delta_h
         if self.args.lambda_mode == "adaptive":
             mask = self._token_mask(output)
@@ -276,28 +204,6 @@ class OPEFOTrainer(EntropyGRPOTrainer):
     def _token_mask(inputs: dict[str, Any]) -> torch.Tensor:
         mask = inputs["completion_mask"]
         return mask * inputs["tool_mask"] if "tool_mask" in inputs else mask
-
-    def _forward_delta_h(self, output: dict[str, Any]) -> torch.Tensor:
-        """Delta H (lr = 1) of every token of the local generation batch, from one no-grad forward of the policy.
-
-        The fallback where neither the generation logits nor TRL's old-log-prob pass are available (vLLM without
-        importance-sampling correction, paged generation, tools, `rollout_entropy_source: forward`).
-        """
-        forward = self.policy_forward(
-            torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1),
-            torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1),
-            output["completion_ids"].size(1),
-            batch_size=self.args.per_device_train_batch_size,
-            power_sums=self._estimator_needs_power_sums,
-        )
-        return token_entropy_change(
-            forward.logps,
-            forward.entropies,
-            output["advantages"],
-            estimator=self.args.entropy_change_estimator,
-            sum_p2=forward.sum_p2,
-            sum_p2_logp=forward.sum_p2_logp,
-        )
 
     # ------------------------------------------------------------------------------------------------------------
     # Lever 1

@@ -13,24 +13,24 @@ The package is split the way TRL's own methods are:
 
 - `hooks.py`: `BoundaryHooks`, every hook and attribute the boundary calls or reads on the trainer, with its default
   (the levers `shape_advantages`, `extra_loss`, `augment_rewards`; `train_sampler`, `rollout_columns`,
-  `finish_generation_batch`, `generate_rollouts`, `old_logps_pass_request` / `receive_old_logps_stats`,
+  `finish_generation_batch`, `rollout_stats_needed` (the one request for per-token rollout statistics),
   `method_state` / `load_method_state`, `defer_trl_entropy`, ...), and `TRLCall`, the TRL call the boundary states it
   is inside (`_compute_loss` or `_generate_and_score_completions`), which decides what a forward is;
 - `loss.py`: `_compute_loss` with levers 1 and 2 in its policy forward; `clip_status`, `aggregate_like_policy_loss`;
-- `generation.py`: `_generate_and_score_completions`, `_generate` (rollout entropies), `_calculate_rewards` (lever 3),
-  TRL's old-log-prob pass, `_get_train_sampler`;
+- `generation.py`: `_generate_and_score_completions`, `_generate` and TRL's old-log-prob pass (the rollout statistics,
+  from the cheapest source), `_calculate_rewards` (lever 3), `_get_train_sampler`;
 - `checkpoint.py`: method state, resume in the middle of a rollout batch, the completion marker;
 - `lm_head.py`: the fused LM head through healtrl's kernel (`HealtrlLogProbFunction`, `healtrl_lm_head`), the power
   sums' layout, `policy_forward`;
 - `vllm_sync.py`: the weight sync for vLLM on the CPU, which replaces TRL's;
-- `batches.py`: `LossBatch` and `RolloutBatch`, what the levers receive;
+- `batches.py`: `LossBatch`, `RolloutBatch` and `RolloutStats`, what the levers and hooks receive;
 - `boundary.py`: `TRLBoundary`, the parts composed, and the accessors `log_metric`, `discarded_metrics`,
   `log_completion_columns`, `run_output_dir`, `card_name` / `card_paper` / `card_tags`.
 """
 
 from __future__ import annotations
 
-from .batches import LossBatch, RolloutBatch
+from .batches import ROLLOUT_STAT_KEYS, ROLLOUT_STAT_SOURCES, LossBatch, RolloutBatch, RolloutStats
 from .boundary import TRLBoundary
 from .checkpoint import ROLLOUT_BUFFER_FILE, STATE_FILE
 from .generation import fsdp_helper
@@ -41,12 +41,15 @@ from .loss import LOSS_TYPES, aggregate_like_policy_loss, clip_status
 __all__ = [
     "LOSS_TYPES",
     "ROLLOUT_BUFFER_FILE",
+    "ROLLOUT_STAT_KEYS",
+    "ROLLOUT_STAT_SOURCES",
     "STATE_FILE",
     "BoundaryHooks",
     "HealtrlLogProbFunction",
     "LossBatch",
     "PolicyForward",
     "RolloutBatch",
+    "RolloutStats",
     "TRLBoundary",
     "TRLCall",
     "aggregate_like_policy_loss",

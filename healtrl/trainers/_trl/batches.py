@@ -1,10 +1,11 @@
-"""What the levers receive: `LossBatch` (levers 1 and 2, from the policy forward of the loss) and `RolloutBatch`
-(lever 3, the gathered generation batch). The TRL boundary builds them (`loss.py`, `generation.py`); `base.py`
+"""What the levers receive: `LossBatch` (levers 1 and 2, from the policy forward of the loss), `RolloutBatch`
+(lever 3, the gathered generation batch) and `RolloutStats` (the per-token statistics of the local generation batch a
+trainer asked for with `rollout_stats_needed`). The TRL boundary builds them (`loss.py`, `generation.py`); `base.py`
 re-exports them for the method trainers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -63,3 +64,38 @@ class RolloutBatch:
                 "the training dataset."
             )
         return [row[key] for row in self.inputs]
+
+
+#: The per-token statistics a trainer can ask for (`rollout_stats_needed`): log p of the sampled token, the entropy
+#: -sum_v p_v log p_v, and the power sums sum_v p_v^2 and sum_v p_v^2 log p_v, all of p = softmax(z / T) (z the LM
+#: head's logits, T the training temperature).
+ROLLOUT_STAT_KEYS = ("logp", "entropy", "sum_p2", "sum_p2_logp")
+
+#: Where `RolloutStats` came from, cheapest first, and what each cost.
+ROLLOUT_STAT_SOURCES = {
+    "old_logps": "taken from TRL's old-log-prob pass (no extra forward)",
+    "generation": "read off the generation's own LM-head logits (no extra forward)",
+    "forward": "computed with one extra no-grad forward of the policy over the generation batch",
+}
+
+
+@dataclass
+class RolloutStats:
+    """Per-token statistics of the local generation batch under the policy that generated it, as requested.
+
+    `values` maps each requested key of `ROLLOUT_STAT_KEYS` to a (B_local, T) float tensor, T the completions' padded
+    width (TRL's `completion_ids`), zero past the end of each completion; `mask` is 1 on completion tokens. `source`
+    says where they came from (a key of `ROLLOUT_STAT_SOURCES`).
+    """
+
+    source: str
+    mask: torch.Tensor
+    values: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        if key not in self.values:
+            raise KeyError(f"Rollout statistic '{key}' was not requested; requested: {sorted(self.values)}.")
+        return self.values[key]
+
+    def get(self, key: str) -> torch.Tensor | None:
+        return self.values.get(key)

@@ -2,10 +2,12 @@
 
 `GenerationCalls` (a part of `TRLBoundary`) states the call (`TRLCall.GENERATE_AND_SCORE`) and, inside it:
 
-- wraps `_generate` in the `generate_rollouts` hook, recording the rollout ids and, when rollout entropies are wanted,
-  the entropies read off the generation logits (transformers `generate`) or taken from TRL's old-log-prob pass;
-- takes TRL's old-log-prob pass (its first policy forward in the call, when it runs: `_trl_computes_old_logps`)
-  through `_old_logps_forward`, handing its statistics to `receive_old_logps_stats` on request;
+- provides the rollout statistics the trainer asks for (`rollout_stats_needed`, plus "entropy" on the entropy views'
+  steps) from the cheapest source, decided before generating (`_rollout_stats_plan`): TRL's old-log-prob pass when
+  TRL runs it (its first policy forward in the call, `_trl_computes_old_logps`, taken through `_old_logps_forward`),
+  else the generation's own LM-head logits when transformers generates (`_generation_stats.GenerationStats` hooks the
+  LM head around `_generate`), else one no-grad forward over the rollouts; what it provided is `rollout_stats`, naming
+  its source;
 - adds the reward augmentations (lever 3) to `_calculate_rewards`' gathered rewards, and the entropy views' rollouts;
 - puts `rollout_columns` into the local batch and calls `finish_generation_batch` before TRL buffers it.
 
@@ -14,15 +16,20 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 from typing import Any
 
 import torch
 from trl.trainer.utils import pad
 
-from .batches import RolloutBatch
+from .._generation_stats import GenerationStats
+from .batches import ROLLOUT_STAT_KEYS, ROLLOUT_STAT_SOURCES, RolloutBatch, RolloutStats
 from .hooks import CallState, TRLCall
 from .lm_head import LMHeadForwards
+
+logger = logging.getLogger(__name__)
+POWER_SUM_KEYS = frozenset({"sum_p2", "sum_p2_logp"})
 
 
 def fsdp_helper(trainer):
@@ -36,9 +43,11 @@ class GenerationCalls(LMHeadForwards):
 
     # Class-level defaults keep TRL's paths working on an instance built without `__init__` (a test double).
     _rollout_ids: tuple[list, list] | None = None  # (prompt_ids, completion_ids) of the last `_generate`
-    _rollout_entropies: torch.Tensor | None = None  # captured from TRL's old-log-prob pass or the generation logits
-    _capture_rollout_entropy = False
-    _warned_generation_entropy = False
+    _stats_keys: frozenset = frozenset()  # the statistics requested for the generation batch being made
+    _stats_plan: str | None = None  # where they are to come from (`_rollout_stats_plan`)
+    _stats_captured: tuple[str, dict[str, torch.Tensor]] | None = None  # (source, per-token values), not yet padded
+    _warned_generation_stats = False
+    _stats_sources_logged: frozenset = frozenset()
     _gathered_rewards: torch.Tensor | None = None
     _skip_batch_hooks = False
     _step_entropies = None  # (local, local mask, gathered, gathered mask) rollout entropies of this batch
@@ -54,11 +63,15 @@ class GenerationCalls(LMHeadForwards):
 
     def _generate_and_score_completions(self, inputs):
         self._gathered_rewards = None
+        self.rollout_stats = None
         with self._inside(TRLCall.GENERATE_AND_SCORE):
             output = super()._generate_and_score_completions(inputs)
         rewards, self._gathered_rewards = self._gathered_rewards, None
         if self._skip_batch_hooks:
+            self._stats_captured = None
             return output
+        if self._stats_keys and self.rollout_stats is None:  # not needed by the rewards: provide it now
+            self.rollout_stats = self._provide_rollout_stats()
         num_generations = self.num_generations if self._mode == "train" else self.num_generations_eval
         columns = self.rollout_columns(rewards, num_generations) if rewards is not None else {}
         if columns:
@@ -88,28 +101,21 @@ class GenerationCalls(LMHeadForwards):
         )
 
     def _old_logps_forward(self, call: CallState, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
-        """TRL's old-log-prob pass over the fresh rollouts (no grad, the policy that takes the update): the method
-        (`old_logps_pass_request`) and `rollout_entropy` take the entropies (and power sums) from the same forward."""
+        """TRL's old-log-prob pass over the fresh rollouts (no grad, the policy that takes the update): when the rollout
+        statistics are to come from it, the same forward also computes the entropies (and power sums)."""
         call.old_logps_done = True
-        request = self.old_logps_pass_request()
-        if request is None and not self._capture_rollout_entropy:
+        if self._stats_plan != "old_logps":
             logps, entropies, aux, _, _ = self._trl_forward(
                 model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
             )
             return logps, entropies, aux
         kwargs["compute_entropy"] = True
-        power_sums = request is not None and bool(request.get("power_sums"))
+        power_sums = bool(self._stats_keys & POWER_SUM_KEYS)
         logps, entropies, aux, sum_p2, sum_p2_logp = self._trl_forward(
             model, input_ids, attention_mask, logits_to_keep, *args, power_sums=power_sums, **kwargs
         )
-        if request is not None:
-            stats = {"logp": logps, "entropy": entropies}
-            if power_sums:
-                stats["sum_p2"], stats["sum_p2_logp"] = sum_p2, sum_p2_logp
-            self.receive_old_logps_stats(stats)
-        if self._capture_rollout_entropy:  # `rollout_entropy` wants this pass's entropies too
-            self._capture_rollout_entropy = False
-            self._rollout_entropies = entropies
+        values = {"logp": logps, "entropy": entropies, "sum_p2": sum_p2, "sum_p2_logp": sum_p2_logp}
+        self._stats_captured = ("old_logps", values)
         return logps, entropies, aux
 
     def _trl_computes_old_logps(self) -> bool:
@@ -120,10 +126,10 @@ class GenerationCalls(LMHeadForwards):
             self.use_vllm and self.vllm_importance_sampling_correction
         )
 
-    def _entropies_from_generation(self) -> bool:
+    def _generation_logits_readable(self) -> bool:
         # transformers' plain `generate`, one turn per rollout: each decoding step calls the LM head once. A
         # `rollout_func` generates elsewhere (checked first: nothing else is read then, so TRL's own checks of its
-        # output run as in TRL); TRL's old-log-prob pass, when it runs, gives the entropies without any hook.
+        # output run as in TRL); TRL's old-log-prob pass, when it runs, gives the statistics without any hook.
         return (
             getattr(self, "rollout_func", None) is None
             and self._arg("rollout_entropy_source") == "auto"
@@ -136,81 +142,102 @@ class GenerationCalls(LMHeadForwards):
         )
 
     # ------------------------------------------------------------------------------------------------------------
-    # Generation and rewards
+    # The rollout statistics
     # ------------------------------------------------------------------------------------------------------------
+    def _rollout_stats_wanted(self) -> frozenset[str]:
+        keys = set(self.rollout_stats_needed())
+        unknown = keys - set(ROLLOUT_STAT_KEYS)
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__}.rollout_stats_needed asked for {sorted(unknown)}; the boundary provides "
+                f"{list(ROLLOUT_STAT_KEYS)}."
+            )
+        if self._inspect is not None and self._inspect.wants_entropies(self):
+            keys.add("entropy")  # the entropy views and metrics (not handed to lever 3)
+        return frozenset(keys)
+
+    def _rollout_stats_plan(self) -> str:
+        """The cheapest source of this generation batch's statistics: the generation logits when they can be read
+        (decided before generating, to hook the LM head), else TRL's old-log-prob pass when TRL runs one, else a
+        forward (decided after generating, so that a failing `rollout_func` raises its own error first)."""
+        if self._generation_logits_readable():
+            return "generation"
+        return "old_logps" if self._trl_computes_old_logps() else "forward"
+
     def _generate(self, prompts: list):
-        return self.generate_rollouts(self._generate_with_entropies, prompts)
-
-    def _generate_with_entropies(self, prompts: list):
-        if not self._computes_rollout_entropies():
-            return super()._generate(prompts)
-        steps: list[torch.Tensor] | None = None
-        if self._entropies_from_generation():
-            steps = []
-            head = self.accelerator.unwrap_model(self.model).get_output_embeddings()
-            temperature = self.temperature
-
-            def record(module, args, output):
-                logits = (output[0] if isinstance(output, tuple) else output)[:, -1, :].float() / temperature
-                logp = torch.log_softmax(logits, dim=-1)
-                steps.append(-(logp.exp() * logp).sum(dim=-1))
-
-            handle = head.register_forward_hook(record)
-            try:
-                outputs = super()._generate(prompts)
-            finally:
-                handle.remove()
-        else:
+        self._stats_captured = None
+        self._stats_keys = self._rollout_stats_wanted()
+        readable = bool(self._stats_keys) and self._generation_logits_readable()
+        self._stats_plan = "generation" if readable else None
+        if not readable:
             outputs = super()._generate(prompts)
-        self._rollout_ids = (outputs[0], outputs[1])
-        self._rollout_entropies = None
-        self._capture_rollout_entropy = self._trl_computes_old_logps()
-        if steps is not None:
-            completion_ids = outputs[1]
-            longest = max((len(c) for c in completion_ids), default=0)
-            if steps and len(steps) >= longest and all(s.size(0) == len(completion_ids) for s in steps):
-                # Step t's logits give the distribution of completion token t (prefill = the first token).
-                self._rollout_entropies = torch.stack(steps[:longest], dim=1) if longest else None
-            elif not self._warned_generation_entropy:
-                self._warned_generation_entropy = True
+        else:
+            model = self.accelerator.unwrap_model(self.model)
+            power_sums = bool(self._stats_keys & POWER_SUM_KEYS)
+            with GenerationStats(model, self.temperature, power_sums=power_sums) as recorder:
+                outputs = super()._generate(prompts)
+            values = recorder.per_token(outputs[1])
+            if values is not None:
+                self._stats_captured = ("generation", values)
+            elif not self._warned_generation_stats:
+                self._warned_generation_stats = True
                 warnings.warn(
-                    f"The LM head was called {len(steps)} times while generating completions of up to {longest} "
-                    "tokens, so rollout entropies cannot be read off the generation logits; computing them with a "
-                    "no-grad forward instead (set rollout_entropy_source: forward to skip this attempt).",
+                    f"The LM head was called {len(recorder.steps)} times while generating completions that do not line "
+                    "up with those calls, so the rollout statistics cannot be read off the generation logits; "
+                    "computing them with a no-grad forward instead (set rollout_entropy_source: forward to skip this "
+                    "attempt).",
                     RuntimeWarning,
                     stacklevel=2,
                 )
+        if self._stats_keys and not readable:
+            self._stats_plan = self._rollout_stats_plan()
+        self._rollout_ids = (outputs[0], outputs[1])
         return outputs
 
+    def _provide_rollout_stats(self) -> RolloutStats:
+        """The requested statistics of the last rollouts (B_local, T), from what the plan captured, else one no-grad
+        forward (the plan's "forward", or a generation whose LM-head calls did not line up)."""
+        if self._rollout_ids is None:
+            raise RuntimeError("Rollout statistics were requested but no rollouts were recorded by `_generate`.")
+        prompt_ids_list, completion_ids_list = self._rollout_ids
+        completion_ids, completion_mask = self._pad_ids(completion_ids_list, "right")
+        captured, self._stats_captured = self._stats_captured, None
+        if captured is None:
+            prompt_ids, prompt_mask = self._pad_ids(prompt_ids_list, "left")
+            batch_size = (
+                self.args.per_device_train_batch_size if self._mode == "train" else self.args.per_device_eval_batch_size
+            )
+            forward = self.policy_forward(
+                torch.cat([prompt_ids, completion_ids], dim=1),
+                torch.cat([prompt_mask, completion_mask], dim=1),
+                completion_ids.size(1),
+                batch_size=batch_size,
+                power_sums=bool(self._stats_keys & POWER_SUM_KEYS),
+            )
+            captured = ("forward", dict(zip(ROLLOUT_STAT_KEYS, forward, strict=True)))
+        source, values = captured
+        width = completion_mask.size(1)
+        mask = completion_mask.to(torch.float32)
+        stats = {}
+        for key in sorted(self._stats_keys):
+            value = values[key].float().to(completion_mask.device)
+            if value.size(1) < width:  # generation-time statistics stop at the longest completion, before padding
+                value = torch.nn.functional.pad(value, (0, width - value.size(1)))
+            stats[key] = value[:, :width] * mask
+        if source not in self._stats_sources_logged:
+            self._stats_sources_logged = self._stats_sources_logged | {source}
+            logger.info("Rollout statistics %s: %s.", sorted(stats), ROLLOUT_STAT_SOURCES[source])
+        return RolloutStats(source=source, mask=completion_mask, values=stats)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Rewards
+    # ------------------------------------------------------------------------------------------------------------
     def _pad_ids(self, ids_list: list[list[int]], side: str) -> tuple[torch.Tensor, torch.Tensor]:
         """Token ids and their mask, padded as TRL pads prompts (left) and completions (right)."""
         kwargs = dict(padding_side=side, pad_to_multiple_of=self.pad_to_multiple_of)
         ids = pad([torch.tensor(x) for x in ids_list], padding_value=self._tokenizer.pad_token_id, **kwargs)
         mask = pad([torch.ones(len(x), dtype=torch.long) for x in ids_list], padding_value=0, **kwargs)
         return ids.to(self.accelerator.device), mask.to(self.accelerator.device)
-
-    def _rollout_entropy_pass(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-token entropies (B_local, T) of the last rollouts and their completion mask."""
-        prompt_ids_list, completion_ids_list = self._rollout_ids
-        completion_ids, completion_mask = self._pad_ids(completion_ids_list, "right")
-        entropies = self._rollout_entropies
-        if entropies is None:
-            prompt_ids, prompt_mask = self._pad_ids(prompt_ids_list, "left")
-            batch_size = (
-                self.args.per_device_train_batch_size if self._mode == "train" else self.args.per_device_eval_batch_size
-            )
-            entropies = self.policy_forward(
-                torch.cat([prompt_ids, completion_ids], dim=1),
-                torch.cat([prompt_mask, completion_mask], dim=1),
-                completion_ids.size(1),
-                batch_size=batch_size,
-            ).entropies
-        self._rollout_entropies = None
-        entropies = entropies.float().to(completion_mask.device)
-        width = completion_mask.size(1)
-        if entropies.size(1) < width:  # generation-time entropies stop at the longest completion, before padding
-            entropies = torch.nn.functional.pad(entropies, (0, width - entropies.size(1)))
-        return entropies[:, :width], completion_mask
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         self._step_entropies = None
@@ -222,15 +249,14 @@ class GenerationCalls(LMHeadForwards):
 
     def _augmented_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        if not (self._augmentation_names or self._computes_rollout_entropies()):
+        wants_entropies = "entropy" in self._stats_keys
+        if not (self._augmentation_names or wants_entropies):
             return rewards_per_func
 
         entropies = entropy_mask = None
-        if self._computes_rollout_entropies():
-            if self._rollout_ids is None:
-                raise RuntimeError("Rollout entropies were requested but no rollouts were recorded by `_generate`.")
-            local_entropies, local_mask = self._rollout_entropy_pass()
-            local_entropies = local_entropies * local_mask
+        if wants_entropies:
+            self.rollout_stats = self._provide_rollout_stats()
+            local_entropies, local_mask = self.rollout_stats["entropy"], self.rollout_stats.mask
             entropies = self.accelerator.gather(self.accelerator.pad_across_processes(local_entropies, dim=1))
             entropy_mask = self.accelerator.gather(self.accelerator.pad_across_processes(local_mask, dim=1))
             if self.needs_rollout_entropies:  # a metric of every step; the views' steps log `entropy/mean` instead

@@ -16,14 +16,11 @@ import contextlib
 import dataclasses
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
 
-from .batches import LossBatch, RolloutBatch
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from .batches import LossBatch, RolloutBatch, RolloutStats
 
 
 class TRLCall(enum.Enum):
@@ -175,12 +172,25 @@ class BoundaryHooks:
 
     @property
     def needs_rollout_entropies(self) -> bool:
-        """Whether `augment_rewards` receives per-token rollout entropies."""
+        """Whether `augment_rewards` receives per-token rollout entropies (`RolloutBatch.entropies`)."""
         return bool(self._arg("rollout_entropy"))
 
-    def _computes_rollout_entropies(self) -> bool:
-        # The method's need, or the entropy views and metrics (not handed to lever 3).
-        return self.needs_rollout_entropies or (self._inspect is not None and self._inspect.wants_entropies(self))
+    # -- the one request for rollout statistics ---------------------------------------------------------------------
+    def rollout_stats_needed(self) -> frozenset[str]:
+        """The per-token statistics (keys of `batches.ROLLOUT_STAT_KEYS`) of each fresh generation batch, under the
+        policy that generated it, this trainer needs; asked once per generation batch, before generating.
+
+        The boundary provides them from the cheapest source (TRL's old-log-prob pass when TRL runs it, else the
+        generation's own LM-head logits when transformers generates, else one no-grad forward), as `rollout_stats`
+        (`batches.RolloutStats`, which names its source) for `finish_generation_batch`, and, for "entropy", as
+        `RolloutBatch.entropies` for `augment_rewards` when `needs_rollout_entropies`. Default: the entropies when
+        `needs_rollout_entropies`, else nothing. The entropy views add "entropy" on their steps.
+        """
+        return frozenset({"entropy"}) if self.needs_rollout_entropies else frozenset()
+
+    #: What the boundary provided for the last generation batch (None when nothing was requested); read it in
+    #: `finish_generation_batch`.
+    rollout_stats: RolloutStats | None = None
 
     # -- lever 4: data ----------------------------------------------------------------------------------------------
     def train_sampler(self, dataset):
@@ -196,19 +206,8 @@ class BoundaryHooks:
 
     def finish_generation_batch(self, batch: dict[str, Any]) -> None:
         """Called with the local generation batch (TRL's output of `_generate_and_score_completions`, after the
-        `rollout_columns`) before TRL buffers it; may add per-completion or per-token entries."""
-
-    def generate_rollouts(self, generate: Callable, prompts: list):
-        """Wraps the generation of one batch: `generate(prompts)` is TRL's (with healtrl's rollout-entropy capture)."""
-        return generate(prompts)
-
-    def old_logps_pass_request(self) -> dict[str, bool] | None:
-        """Whether the next no-grad forward TRL runs over fresh rollouts (its old-log-prob pass) should hand its
-        statistics to `receive_old_logps_stats`: None, or `{"power_sums": bool}`. Asked once per such forward."""
-        return None
-
-    def receive_old_logps_stats(self, stats: dict[str, torch.Tensor]) -> None:
-        """Per-token `logp`, `entropy` (and `sum_p2`, `sum_p2_logp`) of TRL's old-log-prob pass, as requested."""
+        `rollout_columns`) before TRL buffers it; may add per-completion or per-token entries. `rollout_stats` holds
+        what `rollout_stats_needed` asked for."""
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def method_state(self) -> dict[str, Any]:
