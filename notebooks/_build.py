@@ -15,9 +15,15 @@ dozen CPU steps, about a minute each) in a fresh `python3` kernel in a temporary
 view and the evaluation table without running anything. What cells write to stderr (progress bars, library warnings
 that name this machine's paths) is dropped; everything else a cell prints or displays is kept.
 
-Freshness: the notebook's metadata `healtrl.outputs` records a fingerprint (SHA-256) of what the outputs depend on,
-the notebook's source plus every file of the `healtrl` package plus pyproject.toml, with the date and the versions of
-the run. A notebook is stale when its cells differ from its source or its fingerprint differs from the current one;
+Freshness: the notebook's metadata `healtrl.outputs` records a fingerprint (SHA-256) of what the notebook shows, with
+the date and the versions of the run: the notebook's source, `healtrl.__version__`, the source of healtrl/notebook.py
+(the cells every notebook shares) and the public API the notebook calls. That API is read from the source's imports
+(`ast`): for every name imported from healtrl, and every attribute the notebook reads on an imported healtrl module,
+a function's `inspect.signature`, a config dataclass's fields that healtrl declares with their defaults, a trainer's
+healtrl `__init__` signature, or a constant's repr. A docstring, comment or function-body edit elsewhere in the
+package leaves the fingerprint alone (those are not what the notebook shows, and `healtrl.__version__` changes with
+a release); TRL's and transformers' own fields are left out so that the fingerprint does not depend on the installed
+versions. A notebook is stale when its cells differ from its source or its fingerprint differs from the current one;
 the default test suite fails on a stale notebook, naming this command. It also re-executes every notebook and checks
 that each cell displays the same kinds of output (images, tables, the entropy page) as the stored ones.
 """
@@ -25,13 +31,15 @@ that each cell displays the same kinds of output (images, tables, the entropy pa
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import hashlib
 import os
 import platform
-import subprocess
+import re
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 import jupytext
@@ -72,31 +80,116 @@ def cell_signature(nb: nbformat.NotebookNode) -> list[tuple[str, str, tuple[str,
     return [(c.cell_type, c.source, tuple(c.metadata.get("tags", []))) for c in nb.cells]
 
 
-def _package_files() -> list[Path]:
-    """The files of the `healtrl` package that git tracks (in a checkout), else every file but caches: files that a
-    test or an install writes into the package folder do not make the notebooks stale."""
+HELPER = REPO / "healtrl" / "notebook.py"  # the notebooks' shared cells: what they show depends on all of it
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # a default's repr may name its memory address
+
+
+def _healtrl_imports(source: str) -> list[tuple[str, str, set[str]]]:
+    """(module, name, attributes) for every name a notebook imports from healtrl; `attributes` are those the
+    notebook reads on the name (`nb.setup` for `from healtrl import notebook as nb`)."""
+    tree = ast.parse(source)
+    imported: dict[str, tuple[str, str]] = {}  # local name -> (module, name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "healtrl":
+            for alias in node.names:
+                imported[alias.asname or alias.name] = (node.module, alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "healtrl" and alias.asname:
+                    module, _, name = alias.name.rpartition(".")
+                    imported[alias.asname] = (module or alias.name, name if module else "")
+    read: dict[str, set[str]] = {local: set() for local in imported}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in read:
+            read[node.value.id].add(node.attr)
+    return sorted(((module, name, read[local]) for local, (module, name) in imported.items()), key=lambda t: t[:2])
+
+
+def _resolve(module: str, name: str):
+    import importlib
+
+    if not name:
+        return importlib.import_module(module)
     try:
-        out = subprocess.run(
-            ["git", "ls-files", "-z", "--", "healtrl"], cwd=REPO, capture_output=True, check=True, text=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        out = ""
-    tracked = [REPO / f for f in out.split("\0") if f]
-    if tracked:
-        return [p for p in tracked if p.is_file()]
-    return [
-        p for p in (REPO / "healtrl").rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-    ]
+        return getattr(importlib.import_module(module), name)
+    except AttributeError:
+        return importlib.import_module(f"{module}.{name}")
+
+
+def _own_init(cls: type):
+    """The `__init__` a class runs, when healtrl defines it (None when it comes from TRL or transformers: their
+    signatures vary with the installed versions, which the fingerprint leaves out)."""
+    for klass in cls.__mro__:
+        if "__init__" in vars(klass):
+            return vars(klass)["__init__"] if klass.__module__.split(".")[0] == "healtrl" else None
+    return None
+
+
+def describe(obj) -> str:
+    """What a notebook relies on of a healtrl object, as text: a config dataclass's fields that healtrl declares,
+    with their defaults; a class's healtrl `__init__` signature; a function's signature; any other value's repr.
+    Docstrings, comments and function bodies are left out."""
+    import dataclasses
+    import inspect
+
+    if inspect.ismodule(obj):
+        return "module"
+    if isinstance(obj, type) and dataclasses.is_dataclass(obj):
+        own = {
+            key
+            for klass in obj.__mro__
+            if klass.__module__.split(".")[0] == "healtrl"
+            for key in vars(klass).get("__annotations__", {})
+        }
+        fields = []
+        for field in dataclasses.fields(obj):
+            if field.name not in own:
+                continue
+            if field.default is not dataclasses.MISSING:
+                default = repr(field.default)
+            elif field.default_factory is not dataclasses.MISSING:
+                default = repr(field.default_factory())
+            else:
+                default = "required"
+            fields.append(f"{field.name}={default}")
+        text = f"dataclass({', '.join(fields)})"
+    elif isinstance(obj, type):
+        init = _own_init(obj)
+        text = f"class{inspect.signature(init)}" if init is not None else "class"
+    elif callable(obj):
+        text = f"callable{inspect.signature(obj)}"
+    else:
+        text = repr(obj)
+    return _ADDRESS.sub("", text)
+
+
+def api(name: str) -> list[str]:
+    """One line per healtrl name the notebook imports, and per attribute it reads on an imported module: the name and
+    `describe` of it."""
+    lines = []
+    for module, name_, attributes in _healtrl_imports(source_path(name).read_text(encoding="utf-8")):
+        obj = _resolve(module, name_)
+        lines.append(f"{module}.{name_}: {describe(obj)}")
+        if isinstance(obj, types.ModuleType):
+            lines += [f"{module}.{name_}.{attr}: {describe(getattr(obj, attr))}" for attr in sorted(attributes)]
+    return lines
 
 
 def fingerprint(name: str) -> str:
-    """SHA-256 of the notebook's source, every file of the `healtrl` package (caches excluded) and pyproject.toml."""
-    files = [(f"notebooks/{name}.py", source_path(name)), ("pyproject.toml", REPO / "pyproject.toml")]
-    files += sorted((p.relative_to(REPO).as_posix(), p) for p in _package_files())
+    """SHA-256 of what the notebook shows depends on: its source, `healtrl.__version__`, the source of
+    healtrl/notebook.py and the public API the notebook calls (`api`). An edit elsewhere in the package that leaves
+    these alone (a docstring, a comment, the body of a function) does not change it."""
+    import healtrl
+
+    parts = [
+        ("source", source_path(name).read_bytes().replace(b"\r\n", b"\n")),
+        ("version", healtrl.__version__.encode()),
+        ("healtrl/notebook.py", HELPER.read_bytes().replace(b"\r\n", b"\n")),
+        ("api", "\n".join(api(name)).encode()),
+    ]
     digest = hashlib.sha256()
-    for label, path in files:
-        digest.update(label.encode() + b"\0")
-        digest.update(path.read_bytes().replace(b"\r\n", b"\n") + b"\0")
+    for label, data in parts:
+        digest.update(label.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()
 
 
@@ -192,7 +285,10 @@ def staleness(name: str) -> str | None:
     if recorded is None:
         return f"{path.name} has no stored outputs"
     if recorded != fingerprint(name):
-        return f"{path.name}'s outputs are from other code (its source, the healtrl package or pyproject.toml changed)"
+        return (
+            f"{path.name}'s outputs are from other code (its source, healtrl's version, healtrl/notebook.py or the"
+            " healtrl API it calls changed)"
+        )
     if any(c.cell_type == "code" and c.execution_count is None for c in stored.cells):
         return f"{path.name} has cells that were not executed"
     return None
@@ -203,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help=f"notebooks to build (default: all of {', '.join(NAMES)})")
     parser.add_argument("--check", action="store_true", help="only check that the notebooks are current")
     args = parser.parse_args(argv)
+    # The fingerprint reads the API of this checkout's healtrl, the one the notebooks run with (`execute`).
+    sys.path.insert(0, str(REPO))
     unknown = [n for n in args.names if n not in NAMES]
     if unknown:
         parser.error(f"unknown notebook(s) {unknown}; the notebooks are {NAMES}")

@@ -4,7 +4,7 @@
 The layers, top to bottom (a module may import only from layers below its own; `:` separates modules of one layer
 that may import each other, `|` modules that must not):
 
-    cli : __main__ : vllm_serve                    command lines, config parsing (cli/config.py)
+    cli : __main__ : vllm_serve : notebook         command lines, config parsing (cli/config.py), the notebooks' cells
     evaluation : selection : inspect_view : ...    what the commands run, beside the trainers
     trainers                                       the trainers and their wiring
     data : tasks : toy : models : rewards : ...    data, tasks, models, model cards, plots

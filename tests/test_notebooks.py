@@ -159,7 +159,8 @@ def _constant(source: str, name: str) -> str:
 
 def test_every_notebook_is_built_from_its_source_with_current_outputs():
     """Each notebook has its percent-format source, its cells are the source's, and its stored outputs carry the
-    fingerprint of today's source + healtrl package + pyproject.toml (`python notebooks/_build.py` refreshes them)."""
+    fingerprint of today's source, healtrl version, healtrl/notebook.py and the healtrl API the notebook calls
+    (`python notebooks/_build.py` refreshes them)."""
     build = _build_module()
     assert sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")) == NAMES
     assert build.NAMES == NAMES
@@ -189,7 +190,7 @@ def test_readme_links_every_notebook_on_colab_at_the_install_tag():
 
 
 def test_staleness_check_can_fail(tmp_path, monkeypatch):
-    """The freshness check notices an edited source, a changed package file and missing outputs."""
+    """The freshness check notices an edited source, a changed fingerprint and missing outputs."""
     build = _build_module()
     name = NAMES[2]
     monkeypatch.setattr(build, "HERE", tmp_path)
@@ -200,35 +201,141 @@ def test_staleness_check_can_fail(tmp_path, monkeypatch):
     assert "cells differ" in build.staleness(name)
     (tmp_path / f"{name}.py").write_text((NOTEBOOK_DIR / f"{name}.py").read_text())
     real = build.fingerprint(name)
-    monkeypatch.setattr(build, "fingerprint", lambda n: real[::-1])  # what a changed healtrl file does
+    monkeypatch.setattr(build, "fingerprint", lambda n: real[::-1])  # what a changed API or version does
     assert "from other code" in build.staleness(name)
     bare = build.cells_from_source(name)
     (tmp_path / f"{name}.ipynb").write_text(nbformat.writes(bare))
     assert "no stored outputs" in build.staleness(name)
 
 
-def test_fingerprint_covers_the_package():
-    """A change to a file of the package changes the fingerprint; a file that git does not track (what a test or an
-    install leaves in the folder) does not."""
+_FINGERPRINT_IN_A_FRESH_PROCESS = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("_notebook_build", sys.argv[1])
+build = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(build)
+import healtrl.diagnostics, healtrl.evaluation
+print(build.fingerprint(sys.argv[2]))
+print(healtrl.diagnostics.__file__)
+print(healtrl.evaluation.evaluate.__doc__.splitlines()[0])
+"""
+
+
+def test_fingerprint_leaves_out_docstrings_and_comments_of_the_package(tmp_path):
+    """A docstring and comment edit of healtrl modules, one the notebook never imports (diagnostics) and the
+    docstring of a function it calls (`healtrl.evaluation.evaluate`), leaves the fingerprint alone; a changed default
+    of that function does not. Checked in fresh interpreters that import a temporary copy of the package."""
+    import shutil
+    import subprocess
+    import sys
+
+    copy = tmp_path / "healtrl"
+    shutil.copytree(REPO / "healtrl", copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+    def fingerprint_of_copy() -> list[str]:
+        env = dict(os.environ, PYTHONPATH=str(tmp_path))
+        run = subprocess.run(
+            [sys.executable, "-c", _FINGERPRINT_IN_A_FRESH_PROCESS, str(NOTEBOOK_DIR / "_build.py"), NAMES[2]],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr[-3000:]
+        return run.stdout.splitlines()
+
+    before, module_file, first_doc_line = fingerprint_of_copy()
+    assert Path(module_file).is_relative_to(copy)  # the copy is what the fresh interpreter imports
+    diagnostics = copy / "diagnostics.py"
+    diagnostics.write_text(diagnostics.read_text().replace('"""', '"""Reworded. ', 1) + "# a new comment\n")
+    evaluation = copy / "evaluation.py"
+    text = evaluation.read_text()
+    evaluation.write_text(text.replace(f'    """{first_doc_line}', '    """Reworded.\n\n    ' + first_doc_line, 1))
+    after, _, new_first_doc_line = fingerprint_of_copy()
+    assert new_first_doc_line == "Reworded."  # the edit took effect
+    assert after == before
+    # ...whereas a new default in the signature of the same function does change it
+    evaluation.write_text(
+        evaluation.read_text().replace("max_new_tokens: int = 4096,", "max_new_tokens: int = 512,", 1)
+    )
+    assert fingerprint_of_copy()[0] != before
+
+
+def test_fingerprint_covers_the_api_the_notebook_calls(monkeypatch):
+    """A changed default of a config field the notebook sets, a changed signature of a function it imports, or a
+    changed `healtrl.__version__` changes the fingerprint."""
+    import healtrl
+    import healtrl.plotting
+    from healtrl import AERConfig
+
     build = _build_module()
-    before = build.fingerprint(NAMES[0])
-    tracked = REPO / "healtrl" / "_version.py"
-    original = tracked.read_bytes()
+    name = NAMES[2]  # 02_aer: AERConfig, plot_curves
+    before = build.fingerprint(name)
+    assert build.fingerprint(name) == before  # deterministic
+
+    with monkeypatch.context() as patch:
+        patch.setattr(AERConfig.__dataclass_fields__["tau"], "default", 0.123)
+        assert build.fingerprint(name) != before
+    assert build.fingerprint(name) == before
+
+    def plot_curves(runs, path, panels=None, title=None, dpi=100):  # a new parameter
+        raise AssertionError("not called")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(healtrl.plotting, "plot_curves", plot_curves)
+        assert build.fingerprint(name) != before
+        assert build.fingerprint(NAMES[1]) != before  # 01_heal calls it too
+
+    with monkeypatch.context() as patch:
+        patch.setattr(healtrl, "__version__", healtrl.__version__ + ".post1")
+        assert build.fingerprint(name) != before
+    assert build.fingerprint(name) == before
+
+
+def test_fingerprint_follows_the_notebook_source_and_the_shared_cells(tmp_path, monkeypatch):
+    """Editing a notebook's source changes its fingerprint and no other notebook's; editing healtrl/notebook.py (the
+    cells every notebook shares) changes every one."""
+    build = _build_module()
+    for name in NAMES:
+        (tmp_path / f"{name}.py").write_text((NOTEBOOK_DIR / f"{name}.py").read_text())
+    monkeypatch.setattr(build, "HERE", tmp_path)
+    before = {name: build.fingerprint(name) for name in NAMES}
+    assert before == {name: _build_module().fingerprint(name) for name in NAMES}  # the copies are the sources
+    edited = NAMES[3]
+    (tmp_path / f"{edited}.py").write_text((NOTEBOOK_DIR / f"{edited}.py").read_text() + "\n# %%\nprint(1)\n")
+    after = {name: build.fingerprint(name) for name in NAMES}
+    assert [name for name in NAMES if after[name] != before[name]] == [edited]
+
+    helper = tmp_path / "notebook.py"
+    helper.write_text(build.HELPER.read_text() + "\n# an edit\n")
+    monkeypatch.setattr(build, "HELPER", helper)
+    assert all(build.fingerprint(name) != after[name] for name in NAMES)
+
+
+def test_notebook_helper_setup_and_run_args(tmp_path, monkeypatch, capsys):
+    """`healtrl.notebook.setup` on the small switch takes the toy path without asking the Hub, with the notebook's
+    step count and overrides (unknown keys go to `extra`); `run_args` builds a CPU config with the shared settings and
+    the method's fields on top."""
+    from healtrl import AERConfig
+    from healtrl import notebook as nb
+
+    monkeypatch.setattr(nb, "hub_reachable", lambda *a, **k: pytest.fail("the small path asked the Hub"))
+    threads = torch.get_num_threads()
     try:
-        tracked.write_bytes(original + b"# probe\n")
-        assert build.fingerprint(NAMES[0]) != before
+        S = nb.setup(True, str(tmp_path), small_steps=12, toy={"train_rows": 8, "pool": "healtrl-toy/compare"})
     finally:
-        tracked.write_bytes(original)
-    probe = REPO / "healtrl" / "_fingerprint_probe.py"
-    try:
-        probe.write_text("# probe\n")
-        if (REPO / ".git").exists():
-            assert build.fingerprint(NAMES[0]) == before
-        else:  # no git: every file counts
-            assert build.fingerprint(NAMES[0]) != before
-    finally:
-        probe.unlink()
-    assert build.fingerprint(NAMES[0]) == before and build.fingerprint(NAMES[1]) != before
+        torch.set_num_threads(threads)
+    assert (S.name, S.small, S.steps, S.train_rows, S.eval_k, S.logging_steps) == ("toy", True, 12, 8, 4, 2)
+    assert S.extra == {"pool": "healtrl-toy/compare"} and S.model == nb.TOY_MODEL
+    assert "setup 'toy'" in capsys.readouterr().out
+    assert S.eval_options()["k"] == 4 and S.path("a", "b") == os.path.join(str(tmp_path), "a", "b")
+
+    args = nb.run_args(S, AERConfig, "aer", tau=0.9)
+    assert isinstance(args, AERConfig) and args.tau == 0.9 and args.max_steps == 12
+    assert args.output_dir == os.path.join(str(tmp_path), "aer") and args.beta == 0.0 and args.seed == 0
+    if not torch.cuda.is_available():
+        assert args.use_cpu and not args.bf16
+
+    history = [{"entropy": 1.0}, {"reward": 0.5}, {"entropy": 3.0}]
+    assert nb.final(history, "entropy") == 2.0 and nb.final(history, "entropy", 1) == 3.0
+    with pytest.raises(KeyError, match="never logged"):
+        nb.final(history, "aer/alpha")
 
 
 @pytest.mark.parametrize("name", NAMES)
