@@ -1,0 +1,464 @@
+"""The papers' claims that a small world can test, as data, and the table that says which hold (issue #26 item 2).
+
+Each claim is one check, fixed before the runs it is applied to: a statistic computed per seed from a study's cached
+runs (the JSON files `benchmarks/toy_study.py` writes: per-step `series` and the `held_out` pass@k of each method,
+regime and seed), a threshold, and which side of it the claim is on. The table reports the mean over seeds with a 95%
+bootstrap interval (percentile bootstrap of the mean over seeds, 10,000 resamples, fixed generator) and a verdict:
+
+- **held**: the whole interval is on the claim's side of the threshold (inside the band, for a band);
+- **not held**: the whole interval is on the other side (outside the band);
+- **inconclusive**: the interval crosses the threshold (the seeds disagree, or the effect is within their spread);
+- **not measured**: the study has no runs (or no series) the statistic needs; the reason is given.
+
+Statistics read the target-domain entropy `entropy_target` (nats per token, the rollout entropy of the target-domain
+completions), `reward_target`, and `held_out["pass_at"]`. "initial" is the mean of a run's first 5 steps, "final" of
+its last 10% (at least 5 steps). Comparisons with GRPO are paired by seed (the same seed starts from the same weights
+and data order). The entropy-flow claims read the series `flow_net`, `flow_increase`, `flow_decrease` and
+`flow_<group>_net` for the groups `upper_clipped` / `lower_clipped`, the per-step sums that
+`healtrl.diagnostics.EntropyFlowDiagnostics` logs as `entropy_flow/*`; runs without them leave those claims
+not measured.
+
+With 3 seeds the interval is the range the resampled means can take, so it is wide; the reasoning world's study runs
+at least 5 seeds.
+
+    python benchmarks/claims.py --runs benchmarks/results/toy_study_runs --output benchmarks/results/claims_toy.md
+    python benchmarks/claims.py --runs benchmarks/results/entropy_control_toy/toy_study_runs --steps 400
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import math
+import os
+import random
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+# Defaults of the methods' configs that the thresholds refer to (AERConfig.tau, PosAdvConfig.entropy_threshold),
+# read from healtrl so that the claims follow the configs the runs used.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from healtrl import AERConfig, PosAdvConfig  # noqa: E402
+
+Runs = dict  # (method, regime) -> {seed: run record}
+VERDICTS = ("held", "not held", "inconclusive", "not measured")
+PASS_K = (1, 2, 4, 8, 16)
+
+
+class NotMeasured(Exception):
+    """The runs lack what a statistic needs; the message says what."""
+
+
+def _field_default(config_class, name: str):
+    return config_class.__dataclass_fields__[name].default
+
+
+AER_TAU = _field_default(AERConfig, "tau")
+POSADV_DELTA = _field_default(PosAdvConfig, "entropy_threshold")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Reading runs
+# ---------------------------------------------------------------------------------------------------------------------
+def load_runs(runs_dir: str, steps: int | None = None) -> Runs:
+    """The finished runs of a study's cache: (method, regime) -> {seed: record}; one step count (`steps`, or the only
+    one present)."""
+    records = []
+    for path in sorted(glob.glob(os.path.join(runs_dir, "*.json"))):
+        with open(path) as f:
+            record = json.load(f)
+        if record.get("finished", True):
+            records.append(record)
+    counts = sorted({r["steps"] for r in records})
+    if steps is None:
+        if len(counts) > 1:
+            raise SystemExit(f"{runs_dir} holds runs of {counts} steps: choose one with --steps.")
+        steps = counts[0] if counts else None
+    runs: Runs = {}
+    for record in records:
+        if record["steps"] == steps:
+            runs.setdefault((record["method"], record["regime"]), {})[record["seed"]] = record
+    return runs
+
+
+def _values(series: Sequence[float | None]) -> list[float]:
+    return [v for v in series if v is not None and math.isfinite(v)]
+
+
+def initial(record: dict, key: str = "entropy_target", n: int = 5) -> float:
+    values = _values(record["series"].get(key) or [])
+    if not values:
+        raise NotMeasured(f"no '{key}' series")
+    return statistics.fmean(values[:n])
+
+
+def final(record: dict, key: str = "entropy_target") -> float:
+    values = _values(record["series"].get(key) or [])
+    if not values:
+        raise NotMeasured(f"no '{key}' series")
+    return statistics.fmean(values[-max(5, len(values) // 10) :])
+
+
+def _runs_of(runs: Runs, method: str, regime: str) -> dict[int, dict]:
+    found = runs.get((method, regime))
+    if not found:
+        raise NotMeasured(f"no {method} runs in the {regime} regime")
+    return found
+
+
+def per_seed(runs: Runs, method: str, regime: str, stat: Callable[[dict], float]) -> dict[int, float]:
+    return {seed: stat(record) for seed, record in sorted(_runs_of(runs, method, regime).items())}
+
+
+def paired(runs: Runs, a: tuple[str, str], b: tuple[str, str], stat: Callable[[dict, dict], float]) -> dict[int, float]:
+    """stat(run of a, run of b) for every seed both have."""
+    runs_a, runs_b = _runs_of(runs, *a), _runs_of(runs, *b)
+    seeds = sorted(set(runs_a) & set(runs_b))
+    if not seeds:
+        raise NotMeasured(f"no seed with runs of both {a[0]} ({a[1]}) and {b[0]} ({b[1]})")
+    return {seed: stat(runs_a[seed], runs_b[seed]) for seed in seeds}
+
+
+def pass_at(record: dict, k: int) -> float:
+    table = (record.get("held_out") or {}).get("pass_at") or {}
+    if str(k) not in table:
+        raise NotMeasured(f"no held-out pass@{k}")
+    return float(table[str(k)])
+
+
+def flow_share(record: dict, key: str, window: float = 1.0) -> float:
+    """Sum of the flow series `key` over the first `window` share of the run, over the summed total flow
+    (increase + |decrease|) of the same steps: in [-1, 1]."""
+    series = record["series"]
+    if key not in series or "flow_increase" not in series:
+        raise NotMeasured(f"no entropy-flow series ('{key}')")
+    n = max(1, int(len(series[key]) * window))
+    total = sum(abs(v) for name in ("flow_increase", "flow_decrease") for v in _values(series[name][:n]))
+    return sum(_values(series[key][:n])) / total if total > 0 else 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The claims
+# ---------------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Claim:
+    """One paper claim as a check: `values(runs)` gives the statistic per seed; the claim holds on the `side` of
+    `threshold` ("below" / "above"), or inside [`threshold`, `upper`] ("within")."""
+
+    id: str
+    source: str  # paper and figure or table
+    text: str
+    statistic: str
+    side: str
+    threshold: float
+    values: Callable[[Runs], dict[int, float]]
+    upper: float | None = None
+
+    def holds_if(self) -> str:
+        if self.side == "within":
+            return f"in [{self.threshold:g}, {self.upper:g}]"
+        return f"{'<' if self.side == 'below' else '>'} {self.threshold:g}"
+
+
+def _ratio_final_initial(method, regime):
+    return lambda runs: per_seed(runs, method, regime, lambda r: final(r) / initial(r))
+
+
+def _final_minus_grpo(method, regime, other="grpo"):
+    return lambda runs: paired(runs, (method, regime), (other, regime), lambda a, b: final(a) - final(b))
+
+
+def _pos_only_lowest(runs):
+    others = [m for (m, regime) in runs if regime == "few_shot" and m != "pos_only"]
+    if not others:
+        raise NotMeasured("no other method's few_shot runs to compare with")
+    own = per_seed(runs, "pos_only", "few_shot", final)
+    values = {}
+    for seed, value in own.items():
+        rivals = [final(runs[(m, "few_shot")][seed]) for m in others if seed in runs[(m, "few_shot")]]
+        if rivals:
+            values[seed] = value - min(rivals)
+    if not values:
+        raise NotMeasured("no seed with pos_only and another method's few_shot runs")
+    return values
+
+
+def _aer_distance_to_target(runs):
+    # AER C2 (eq. 10): target H* = tau * H0, H0 the entropy at the first iteration.
+    return per_seed(runs, "aer", "full", lambda r: abs(final(r) / (AER_TAU * initial(r, n=1)) - 1.0))
+
+
+def _aer_pass_at_k_margin(runs):
+    return paired(
+        runs, ("aer", "full"), ("grpo", "full"), lambda a, g: min(pass_at(a, k) - pass_at(g, k) for k in PASS_K)
+    )
+
+
+def _posadv_distance_to_threshold(runs):
+    def second_half_mean(record):
+        values = _values(record["series"]["entropy_target"])
+        return statistics.fmean(values[len(values) // 2 :])
+
+    return per_seed(runs, "posadv", "full", lambda r: abs(second_half_mean(r) - POSADV_DELTA) / POSADV_DELTA)
+
+
+def _heal_vs_full_shot(runs):
+    return paired(runs, ("heal", "few_shot"), ("grpo", "full"), lambda h, g: pass_at(h, 1) / max(pass_at(g, 1), 1e-9))
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "grpo-collapse-few",
+        "HEAL Fig. 1; AER Fig. 3c; PosAdv Fig. 1; OPEFO Fig. 2a",
+        "GRPO's entropy collapses (few-shot)",
+        "GRPO final / initial target entropy, few-shot",
+        "below",
+        0.5,
+        _ratio_final_initial("grpo", "few_shot"),
+    ),
+    Claim(
+        "grpo-collapse-full",
+        "AER Fig. 3c; PosAdv Fig. 1; OPEFO Fig. 2a",
+        "GRPO's entropy collapses (full data)",
+        "GRPO final / initial target entropy, full",
+        "below",
+        0.5,
+        _ratio_final_initial("grpo", "full"),
+    ),
+    Claim(
+        "aer-near-target",
+        "AER Fig. 3",
+        f"AER keeps the entropy near tau x H0 (tau = {AER_TAU:g})",
+        "|AER final entropy / (tau x H0) - 1|, full",
+        "below",
+        0.25,
+        _aer_distance_to_target,
+    ),
+    Claim(
+        "aer-pass-at-k",
+        "AER Fig. 3",
+        "AER's pass@k is at or above GRPO's for k up to 16",
+        "min over k in 1..16 of AER pass@k - GRPO pass@k (held out), full",
+        "above",
+        -0.02,
+        _aer_pass_at_k_margin,
+    ),
+    Claim(
+        "pos-only-collapses",
+        "PosAdv Fig. 5",
+        "Training on A>0 tokens only collapses the entropy the most",
+        "final entropy, A>0 only - the lowest of every other method's (same seed), few-shot",
+        "below",
+        0.0,
+        _pos_only_lowest,
+    ),
+    Claim(
+        "neg-only-keeps",
+        "PosAdv Fig. 5",
+        "Training on A<0 tokens only keeps the entropy high",
+        "final / initial entropy, A<0 only, few-shot",
+        "above",
+        0.8,
+        _ratio_final_initial("neg_only", "few_shot"),
+    ),
+    Claim(
+        "posadv-near-threshold",
+        "PosAdv Fig. 5",
+        f"Entropy-guided Pos-Adv-Reweight holds the entropy near its threshold (delta = {POSADV_DELTA:g})",
+        "|mean entropy over the second half - delta| / delta, full",
+        "below",
+        0.5,
+        _posadv_distance_to_threshold,
+    ),
+    Claim(
+        "rand-pos-clip-mitigates",
+        "PosAdv Fig. 5",
+        "Rand-Pos-Clip mitigates the collapse",
+        "final entropy, Rand-Pos-Clip - GRPO, full",
+        "above",
+        0.0,
+        _final_minus_grpo("rand_pos_clip", "full"),
+    ),
+    Claim(
+        "clip-cov-mitigates",
+        "PosAdv Fig. 5",
+        "Clip-Cov mitigates the collapse",
+        "final entropy, Clip-Cov - GRPO, full",
+        "above",
+        0.0,
+        _final_minus_grpo("clip_cov", "full"),
+    ),
+    Claim(
+        "kl-cov-mitigates",
+        "PosAdv Fig. 5",
+        "KL-Cov mitigates the collapse",
+        "final entropy, KL-Cov - GRPO, full",
+        "above",
+        0.0,
+        _final_minus_grpo("kl_cov", "full"),
+    ),
+    Claim(
+        "entropy-adv-intensifies",
+        "PosAdv Fig. 5",
+        "Entropy-Adv intensifies the collapse",
+        "final entropy, Entropy-Adv - GRPO, full",
+        "below",
+        0.0,
+        _final_minus_grpo("entropy_adv", "full"),
+    ),
+    Claim(
+        "opefo-smooth",
+        "OPEFO Fig. 4",
+        "OPEFO keeps the entropy: neither collapse nor inflation",
+        "OPEFO final / initial entropy, full",
+        "within",
+        0.5,
+        _ratio_final_initial("opefo", "full"),
+        upper=2.0,
+    ),
+    Claim(
+        "grpo-net-flow-negative",
+        "OPEFO Fig. 2",
+        "GRPO's net predicted entropy change is strongly negative early",
+        "GRPO net entropy flow / total flow over the first 20% of steps, full",
+        "below",
+        -0.2,
+        lambda runs: per_seed(runs, "grpo", "full", lambda r: flow_share(r, "flow_net", 0.2)),
+    ),
+    Claim(
+        "upper-clipped-positive",
+        "OPEFO Fig. 2",
+        "Under Clip-Higher, upper-clipped tokens carry positive entropy change",
+        "net flow of upper-clipped tokens / total flow, Clip-Higher, full",
+        "above",
+        0.0,
+        lambda runs: per_seed(runs, "clip_higher", "full", lambda r: flow_share(r, "flow_upper_clipped_net")),
+    ),
+    Claim(
+        "lower-clipped-negative",
+        "OPEFO Fig. 2",
+        "Under Clip-Higher, lower-clipped tokens carry negative entropy change",
+        "net flow of lower-clipped tokens / total flow, Clip-Higher, full",
+        "below",
+        0.0,
+        lambda runs: per_seed(runs, "clip_higher", "full", lambda r: flow_share(r, "flow_lower_clipped_net")),
+    ),
+    Claim(
+        "hybrid-keeps-more",
+        "HEAL Fig. 3",
+        "Few-shot: Hybrid keeps more target-domain entropy than GRPO",
+        "final target entropy, Hybrid - GRPO, few-shot",
+        "above",
+        0.0,
+        _final_minus_grpo("hybrid", "few_shot"),
+    ),
+    Claim(
+        "heal-keeps-most",
+        "HEAL Fig. 3",
+        "Few-shot: HEAL keeps more target-domain entropy than Hybrid",
+        "final target entropy, HEAL - Hybrid, few-shot",
+        "above",
+        0.0,
+        _final_minus_grpo("heal", "few_shot", other="hybrid"),
+    ),
+    Claim(
+        "heal-approaches-full-shot",
+        "HEAL Table 1",
+        "HEAL's few-shot accuracy approaches full-shot GRPO's",
+        "held-out pass@1, HEAL few-shot / GRPO full",
+        "above",
+        0.9,
+        _heal_vs_full_shot,
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Intervals and verdicts
+# ---------------------------------------------------------------------------------------------------------------------
+def bootstrap_interval(values: Sequence[float], resamples: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the mean of `values` (resampled with replacement)."""
+    if not values:
+        raise ValueError("no values to bootstrap")
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(statistics.fmean(rng.choices(values, k=n)) for _ in range(resamples))
+    return means[int(0.025 * (resamples - 1))], means[int(math.ceil(0.975 * (resamples - 1)))]
+
+
+def verdict(claim: Claim, low: float, high: float) -> str:
+    if claim.side == "within":
+        if claim.threshold <= low and high <= claim.upper:
+            return "held"
+        return "not held" if high < claim.threshold or low > claim.upper else "inconclusive"
+    if claim.side == "below":
+        return "held" if high < claim.threshold else "not held" if low >= claim.threshold else "inconclusive"
+    if claim.side == "above":
+        return "held" if low > claim.threshold else "not held" if high <= claim.threshold else "inconclusive"
+    raise ValueError(f"unknown side {claim.side!r}")
+
+
+@dataclass
+class Result:
+    claim: Claim
+    verdict: str
+    values: dict[int, float]
+    mean: float | None = None
+    interval: tuple[float, float] | None = None
+    reason: str = ""
+
+
+def evaluate(claim: Claim, runs: Runs) -> Result:
+    try:
+        values = claim.values(runs)
+    except NotMeasured as why:
+        return Result(claim, "not measured", {}, reason=str(why))
+    low, high = bootstrap_interval(list(values.values()))
+    return Result(claim, verdict(claim, low, high), values, statistics.fmean(values.values()), (low, high))
+
+
+def table(results: Sequence[Result]) -> str:
+    lines = [
+        "| claim | paper | statistic | holds if | mean [95% CI] (seeds) | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        c = r.claim
+        if r.interval is None:
+            value = f"- ({r.reason})"
+        else:
+            value = f"{r.mean:.3f} [{r.interval[0]:.3f}, {r.interval[1]:.3f}] ({len(r.values)})"
+        lines.append(f"| {c.text} | {c.source} | {c.statistic} | {c.holds_if()} | {value} | **{r.verdict}** |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> list[Result]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", required=True, help="a study's run cache (toy_study_runs/)")
+    parser.add_argument("--steps", type=int, default=None, help="runs of this many steps (when several are cached)")
+    parser.add_argument("--output", help="write the table (markdown) here as well")
+    args = parser.parse_args(argv)
+    results = [evaluate(claim, load_runs(args.runs, args.steps)) for claim in CLAIMS]
+    text = table(results)
+    print(text)
+    if args.output:
+        command = "python benchmarks/claims.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        steps = sorted({r["steps"] for runs in load_runs(args.runs, args.steps).values() for r in runs.values()})
+        header = (
+            f"# The papers' claims on the runs in `{args.runs}` ({', '.join(map(str, steps))} steps)\n\n"
+            f"Written by `{command}` on {datetime.date.today().isoformat()} from the cached runs (no training). "
+            "Statistics, thresholds and verdict rules: the docstring of `benchmarks/claims.py`; 95% bootstrap "
+            "intervals over seeds. A verdict is about the world these runs come from: where that world gives a "
+            'method\'s mechanism no room to act, "not held" says so much, not that the paper is wrong.\n\n'
+        )
+        with open(args.output, "w") as f:
+            f.write(header + text + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()

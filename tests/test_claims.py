@@ -1,0 +1,119 @@
+"""`benchmarks/claims.py`: the papers' claims as checks (issue #26 item 2), their intervals and verdicts."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("bench_claims", os.path.join(HERE, "..", "benchmarks", "claims.py"))
+claims = importlib.util.module_from_spec(_spec)
+sys.modules["bench_claims"] = claims  # dataclasses look their module up
+_spec.loader.exec_module(claims)
+
+
+def _run(method, regime, seed, entropy, pass_at=None, steps=50, **series):
+    return {
+        "method": method,
+        "regime": regime,
+        "seed": seed,
+        "steps": steps,
+        "finished": True,
+        "series": {"entropy_target": entropy, **series},
+        "held_out": {"pass_at": {str(k): v for k, v in (pass_at or {}).items()}},
+    }
+
+
+def _runs(records):
+    runs = {}
+    for r in records:
+        runs.setdefault((r["method"], r["regime"]), {})[r["seed"]] = r
+    return runs
+
+
+def _claim(claim_id):
+    return next(c for c in claims.CLAIMS if c.id == claim_id)
+
+
+def test_every_claim_the_issue_names_is_a_check():
+    ids = {c.id for c in claims.CLAIMS}
+    assert {
+        "grpo-collapse-few", "grpo-collapse-full", "aer-near-target", "aer-pass-at-k", "pos-only-collapses",
+        "neg-only-keeps", "posadv-near-threshold", "rand-pos-clip-mitigates", "clip-cov-mitigates",
+        "kl-cov-mitigates", "entropy-adv-intensifies", "opefo-smooth", "grpo-net-flow-negative",
+        "upper-clipped-positive", "lower-clipped-negative", "hybrid-keeps-more", "heal-keeps-most",
+        "heal-approaches-full-shot",
+    } <= ids  # fmt: skip
+    for c in claims.CLAIMS:
+        assert c.side in ("below", "above", "within") and c.source and c.statistic
+        assert (c.upper is not None) == (c.side == "within")
+
+
+def test_bootstrap_interval_brackets_the_mean_and_is_a_point_for_equal_values():
+    assert claims.bootstrap_interval([0.3, 0.3, 0.3]) == (0.3, 0.3)
+    low, high = claims.bootstrap_interval([0.0, 1.0, 2.0, 3.0, 4.0])
+    assert 0.0 <= low < 2.0 < high <= 4.0
+    assert claims.bootstrap_interval([0.0, 1.0, 2.0, 3.0, 4.0]) == (low, high)  # a fixed generator
+
+
+@pytest.mark.parametrize(
+    "side,interval,expected",
+    [
+        ("below", (0.1, 0.4), "held"),
+        ("below", (0.4, 0.6), "inconclusive"),
+        ("below", (0.5, 0.9), "not held"),
+        ("above", (0.6, 0.9), "held"),
+        ("above", (0.1, 0.5), "not held"),
+        ("within", (0.6, 1.5), "held"),
+        ("within", (2.5, 3.0), "not held"),
+        ("within", (1.5, 2.5), "inconclusive"),
+    ],
+)
+def test_verdicts(side, interval, expected):
+    claim = claims.Claim("x", "p", "t", "s", side, 0.5, lambda runs: {}, upper=2.0 if side == "within" else None)
+    assert claims.verdict(claim, *interval) == expected
+
+
+def test_collapse_and_mitigation_on_synthetic_runs():
+    flat = [1.0] * 50
+    collapsing = [1.0] * 5 + [0.1] * 45
+    runs = _runs(
+        [_run("grpo", "full", s, collapsing) for s in range(3)] + [_run("clip_cov", "full", s, flat) for s in range(3)]
+    )
+    result = claims.evaluate(_claim("grpo-collapse-full"), runs)
+    assert result.verdict == "held" and result.mean == pytest.approx(0.1)
+    assert claims.evaluate(_claim("clip-cov-mitigates"), runs).verdict == "held"
+    assert claims.evaluate(_claim("entropy-adv-intensifies"), runs).verdict == "not measured"
+    runs = _runs([_run("grpo", "full", s, flat) for s in range(3)])
+    assert claims.evaluate(_claim("grpo-collapse-full"), runs).verdict == "not held"
+
+
+def test_pass_at_k_and_flow_claims_read_their_fields():
+    better = {1: 0.3, 2: 0.4, 4: 0.5, 8: 0.6, 16: 0.7}
+    worse = {k: v - 0.1 for k, v in better.items()}
+    runs = _runs(
+        [_run("aer", "full", s, [1.0] * 50, better) for s in range(3)]
+        + [_run("grpo", "full", s, [1.0] * 50, worse) for s in range(3)]
+    )
+    result = claims.evaluate(_claim("aer-pass-at-k"), runs)
+    assert result.verdict == "held" and result.mean == pytest.approx(0.1)
+    flow = {"flow_increase": [1.0] * 50, "flow_decrease": [-3.0] * 50, "flow_net": [-2.0] * 50}
+    runs = _runs([_run("grpo", "full", s, [1.0] * 50, **flow) for s in range(3)])
+    result = claims.evaluate(_claim("grpo-net-flow-negative"), runs)
+    assert result.verdict == "held" and result.mean == pytest.approx(-0.5)
+    missing = claims.evaluate(_claim("upper-clipped-positive"), runs)
+    assert missing.verdict == "not measured" and "clip_higher" in missing.reason
+
+
+def test_load_runs_refuses_mixed_step_counts(tmp_path):
+    for steps in (50, 100):
+        (tmp_path / f"grpo-full-seed0-{steps}steps.json").write_text(
+            json.dumps(_run("grpo", "full", 0, [1.0], steps=steps))
+        )
+    with pytest.raises(SystemExit, match="choose one with --steps"):
+        claims.load_runs(str(tmp_path))
+    assert set(claims.load_runs(str(tmp_path), steps=100)) == {("grpo", "full")}
