@@ -220,6 +220,7 @@ print(healtrl.evaluation.evaluate.__doc__.splitlines()[0])
 """
 
 
+@pytest.mark.slow  # fresh interpreters over a copy of the package (~40 s); .ci/release runs it
 def test_fingerprint_leaves_out_docstrings_and_comments_of_the_package(tmp_path):
     """A docstring and comment edit of healtrl modules, one the notebook never imports (diagnostics) and the
     docstring of a function it calls (`healtrl.evaluation.evaluate`), leaves the fingerprint alone; a changed default
