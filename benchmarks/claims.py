@@ -53,12 +53,8 @@ class NotMeasured(Exception):
     """The runs lack what a statistic needs; the message says what."""
 
 
-def _field_default(config_class, name: str):
-    return config_class.__dataclass_fields__[name].default
-
-
-AER_TAU = _field_default(AERConfig, "tau")
-POSADV_DELTA = _field_default(PosAdvConfig, "entropy_threshold")
+AER_TAU = AERConfig.tau  # a dataclass field's default is its class attribute
+POSADV_DELTA = PosAdvConfig.entropy_threshold
 
 
 # ---------------------------------------------------------------------------------------------------------------------

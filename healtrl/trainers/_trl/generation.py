@@ -3,7 +3,7 @@
 `GenerationCalls` (a part of `TRLBoundary`) states the call (`TRLCall.GENERATE_AND_SCORE`) and, inside it:
 
 - provides the rollout statistics the trainer asks for (`rollout_stats_needed`, plus "entropy" on the entropy views'
-  steps) from the cheapest source, decided before generating (`_rollout_stats_plan`): TRL's old-log-prob pass when
+  steps) from the cheapest source, decided in `_generate` (`_stats_plan`): TRL's old-log-prob pass when
   TRL runs it (its first policy forward in the call, `_trl_computes_old_logps`, taken through `_old_logps_forward`),
   else the generation's own LM-head logits when transformers generates (`_generation_stats.GenerationStats` hooks the
   LM head around `_generate`), else one no-grad forward over the rollouts; what it provided is `rollout_stats`, naming
@@ -44,7 +44,7 @@ class GenerationCalls(LMHeadForwards):
     # Class-level defaults keep TRL's paths working on an instance built without `__init__` (a test double).
     _rollout_ids: tuple[list, list] | None = None  # (prompt_ids, completion_ids) of the last `_generate`
     _stats_keys: frozenset = frozenset()  # the statistics requested for the generation batch being made
-    _stats_plan: str | None = None  # where they are to come from (`_rollout_stats_plan`)
+    _stats_plan: str | None = None  # where they are to come from, set by `_generate`
     _stats_captured: tuple[str, dict[str, torch.Tensor]] | None = None  # (source, per-token values), not yet padded
     _warned_generation_stats = False
     _stats_sources_logged: frozenset = frozenset()
@@ -156,19 +156,12 @@ class GenerationCalls(LMHeadForwards):
             keys.add("entropy")  # the entropy views and metrics (not handed to lever 3)
         return frozenset(keys)
 
-    def _rollout_stats_plan(self) -> str:
-        """The cheapest source of this generation batch's statistics: the generation logits when they can be read
-        (decided before generating, to hook the LM head), else TRL's old-log-prob pass when TRL runs one, else a
-        forward (decided after generating, so that a failing `rollout_func` raises its own error first)."""
-        if self._generation_logits_readable():
-            return "generation"
-        return "old_logps" if self._trl_computes_old_logps() else "forward"
-
     def _generate(self, prompts: list):
         self._stats_captured = None
         self._stats_keys = self._rollout_stats_wanted()
+        # The generation logits are the cheapest source, and must be known before generating (to hook the LM head); the
+        # others are decided after it, so that a failing `rollout_func` raises its own error first.
         readable = bool(self._stats_keys) and self._generation_logits_readable()
-        self._stats_plan = "generation" if readable else None
         if not readable:
             outputs = super()._generate(prompts)
         else:
@@ -189,8 +182,11 @@ class GenerationCalls(LMHeadForwards):
                     RuntimeWarning,
                     stacklevel=2,
                 )
-        if self._stats_keys and not readable:
-            self._stats_plan = self._rollout_stats_plan()
+        self._stats_plan = None
+        if self._stats_keys:
+            self._stats_plan = (
+                "generation" if readable else "old_logps" if self._trl_computes_old_logps() else "forward"
+            )
         self._rollout_ids = (outputs[0], outputs[1])
         return outputs
 
