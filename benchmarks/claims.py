@@ -63,8 +63,11 @@ POSADV_DELTA = PosAdvConfig.entropy_threshold
 def load_runs(runs_dir: str, steps: int | None = None) -> Runs:
     """The finished runs of a study's cache: (method, regime) -> {seed: record}; one step count (`steps`, or the only
     one present)."""
+    paths = sorted(glob.glob(os.path.join(runs_dir, "*.json")))
+    if not paths:
+        raise SystemExit(f"--runs {runs_dir}: no run files (*.json) there; give a study's toy_study_runs/ folder.")
     records = []
-    for path in sorted(glob.glob(os.path.join(runs_dir, "*.json"))):
+    for path in paths:
         with open(path) as f:
             record = json.load(f)
         if record.get("finished", True):

@@ -117,3 +117,8 @@ def test_load_runs_refuses_mixed_step_counts(tmp_path):
     with pytest.raises(SystemExit, match="choose one with --steps"):
         claims.load_runs(str(tmp_path))
     assert set(claims.load_runs(str(tmp_path), steps=100)) == {("grpo", "full")}
+
+
+def test_load_runs_refuses_a_folder_without_runs(tmp_path):
+    with pytest.raises(SystemExit, match="no run files"):
+        claims.load_runs(str(tmp_path))
