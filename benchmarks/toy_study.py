@@ -15,6 +15,13 @@ at most 4 completion tokens (`healtrl.toy.collapse.toy_grpo_config`), one torch 
 - Opt-in (not in the default study): PosAdv's ablations `neg_only` / `pos_only` (A<0 / A>0 tokens only), which test
   the premise of the entropy-guided schedule (training on A<0 tokens raises the entropy).
 
+`--task countdown` runs the study in the reasoning world (`healtrl.toy.world`: Countdown with written-out steps as
+the target domain, sum chains as the general one; completions up to 32 tokens; few-shot 16 / full 256 target
+problems; HEAL's general data 64 prompts; Clip-Higher with 4 optimizer steps per rollout batch, DAPO's off-policy
+mini-batches, so that clipping acts), into `benchmarks/results/reasoning_study/`. Every run logs the entropy flow
+(`entropy_flow_diagnostics`: series `flow_net`, `flow_increase`, `flow_decrease`, `flow_upper_clipped_net`,
+`flow_lower_clipped_net`), which `benchmarks/claims.py` reads for OPEFO's Figure 2 claims.
+
 `--task mul` swaps the target family for single-digit multiplication (`healtrl-toy/qwen2-mul`, hard problems stay
 longer; no general domain, so not `heal` / `hybrid`). Besides the final numbers, the report has a table of entropy and
 reward at fixed steps per method and seed, with the share of zero-variance groups and AER's alpha / PosAdv's lambda at
@@ -76,7 +83,23 @@ TASKS = {
         "a tiny Qwen2 warmed up to ~20% sampled accuracy on single-digit multiplication (one- and two-digit answers); "
         "no general domain, so HEAL and Hybrid do not run on it",
     ),
+    "countdown": (
+        heal_toy.WORLDS["countdown"]["model"],
+        "the reasoning world (`healtrl.toy.world`, card: `benchmarks/results/reasoning_world.md`): a small Qwen2 warmed "
+        "up on imperfect Countdown demonstrations (target domain: reach a target from 3-4 numbers with + and -, the "
+        "steps written out, several correct paths) and sum chains (general domain); completions up to 32 tokens; "
+        "few-shot 16 / full 256 target problems, HEAL's general data 64 prompts",
+    ),
 }
+# Config fields a method gets in one world only (the paper's protocol needs them there). Clip-Higher acts only on
+# off-policy updates: in the reasoning world it takes DAPO's several optimizer steps per rollout batch, so that the
+# entropy flow of upper- / lower-clipped tokens (OPEFO Fig. 2) exists; in the add world it stays on-policy as before.
+WORLD_OVERRIDES = {"countdown": {"clip_higher": {"steps_per_generation": 4}}}
+
+
+def regime_size(task: str, regime: str) -> int:
+    """Target problems of a data regime in the world of `task`."""
+    return heal_toy.WORLDS[task]["regimes"][regime]
 K = 16  # held-out samples per problem
 RESULTS_DIR = os.path.join(HERE, "results")
 RUNS_SUBDIR = "toy_study_runs"
@@ -166,6 +189,15 @@ SERIES = {
     "zero_std": ("frac_reward_zero_std",),  # share of groups whose rewards are all equal: no policy gradient
     "controller": ("aer/alpha", "posadv/lambda"),  # AER's global alpha, PosAdv's lambda
     "hard_frac": ("aer/hard_frac",),  # AER: share of prompts with group accuracy below rho
+    # Entropy flow (healtrl.diagnostics, `entropy_flow_diagnostics`): the step's summed predicted entropy change.
+    "flow_net": ("entropy_flow/net",),
+    "flow_increase": ("entropy_flow/increase",),
+    "flow_decrease": ("entropy_flow/decrease",),
+}
+# Per-step series that are sums of logged keys (each step's value: the sum, None when a key is missing).
+SUMMED_SERIES = {
+    f"flow_{group}_net": (f"entropy_flow/increase/{group}", f"entropy_flow/decrease/{group}")
+    for group in ("upper_clipped", "lower_clipped")
 }
 FIXED_STEPS = (50, 100, 200, 300, 400, 600, 800, 1000)  # the fixed-steps table (and the last step)
 
@@ -188,6 +220,11 @@ def _series(history: list[dict], keys: Sequence[str], steps: int) -> list[float 
     return [None] * steps
 
 
+def _summed_series(history: list[dict], keys: Sequence[str], steps: int) -> list[float | None]:
+    parts = [_series(history, (key,), steps) for key in keys]
+    return [None if any(p[t] is None for p in parts) else round(sum(p[t] for p in parts), 6) for t in range(steps)]
+
+
 def _make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str, task: str = "add"):
     """The trainer and tokenizer of one run (see METHODS) on the target family `task` (see TASKS)."""
     from transformers import PrinterCallback, set_seed
@@ -198,17 +235,20 @@ def _make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str,
     from healtrl.toy.tasks import toy_reward
 
     source, runs_key = METHODS[method][2], METHODS[method][3]
-    if task != "add" and source == "heal_toy":
+    world = heal_toy.WORLDS[task]
+    if world["general"] is None and source == "heal_toy":
         if method != "grpo":
-            raise ValueError(f"{method} needs the general domain of the add world; --task {task} has none.")
+            raise ValueError(f"{method} needs a general domain; --task {task} has none.")
         source, runs_key = "runs", "grpo"  # the same run as heal_toy's grpo: EntropyGRPOTrainer, rollout entropies on
+    # Every run logs the entropy flow (healtrl.diagnostics; logging only, the updates are unchanged).
+    extra = {"entropy_flow_diagnostics": True, **WORLD_OVERRIDES.get(task, {}).get(method, {})}
     if source == "heal_toy":
         selected: dict = {}
         if method == "heal":
             # Workers share one selection per seed: the first builds it under the lock, later ones resume from it.
             with file_lock(os.path.join(workdir, ".select.lock")):
-                selected[seed] = heal_toy.select_general(seed, 32, workdir)
-        trainer, tokenizer = heal_toy.make_trainer(method, regime, seed, steps, workdir, selected)
+                selected[seed] = heal_toy.select_general(seed, 4 * world["regimes"]["few_shot"], workdir, task)
+        trainer, tokenizer = heal_toy.make_trainer(method, regime, seed, steps, workdir, selected, task, **extra)
         if method == "grpo" and not trainer.args.rollout_entropy:
             raise RuntimeError("heal_toy's grpo run no longer logs rollout entropies; toy_study needs them.")
         return trainer, tokenizer
@@ -221,12 +261,14 @@ def _make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str,
     model, tokenizer = load_toy_model(TASKS[task][0])
     out = os.path.join(workdir, f"{method}-{task}-{regime}-{seed}")
     set_seed(seed)
-    args = heal_toy.toy_args(config_cls, out, steps, seed, rollout_entropy=True, **overrides)
+    if not hasattr(config_cls, "entropy_flow_diagnostics"):
+        extra.pop("entropy_flow_diagnostics")
+    args = heal_toy.toy_args(config_cls, out, steps, seed, task, rollout_entropy=True, **{**overrides, **extra})
     trainer = trainer_cls(
         model=model,
         reward_funcs=toy_reward,
         args=args,
-        train_dataset=heal_toy.target_data(REGIMES[regime], seed, repeat=True, family=task),  # heal_toy's grpo data
+        train_dataset=heal_toy.target_data(regime_size(task, regime), seed, repeat=True, family=task),  # as heal_toy's
         processing_class=tokenizer,
     )
     trainer.remove_callback(PrinterCallback)
@@ -274,7 +316,10 @@ def run_one(method: str, regime: str, seed: int, steps: int, output_dir: str, wo
         "task": task,
         "model": TASKS[task][0],
         "trainer": type(trainer).__name__,
-        "series": {name: _series(history, keys, steps) for name, keys in SERIES.items()},
+        "series": {
+            **{name: _series(history, keys, steps) for name, keys in SERIES.items()},
+            **{name: _summed_series(history, keys, steps) for name, keys in SUMMED_SERIES.items()},
+        },
         "held_out": {"k": K, "avg@k": pass_at[1], "pass_at": {str(j): v for j, v in pass_at.items()}},
         "seconds": {
             "total": time.perf_counter() - start,
@@ -427,7 +472,8 @@ def plot(records: dict, methods: Sequence[str], regimes: Sequence[str], path: st
             ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.2g"))
             ax.yaxis.set_minor_formatter(ticker.NullFormatter())
             ax.grid(True, which="both", alpha=0.3, lw=0.5)
-            ax.set_title(f"{regime.replace('_', '-')} ({REGIMES[regime]} target problems): {group}", fontsize=9)
+            size = regime_size(next(iter(records.values()))[0].get("task", "add"), regime) if records else "?"
+            ax.set_title(f"{regime.replace('_', '-')} ({size} target problems): {group}", fontsize=9)
             if row == len(regimes) - 1:
                 ax.set_xlabel("training step")
             if col == 0:
@@ -663,7 +709,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (one torch thread each)")
     parser.add_argument("--window", type=int, default=20, help="steps averaged for the final reward / entropy")
     parser.add_argument("--smooth", type=int, default=10, help="moving-average window of the figure's curves")
-    parser.add_argument("--output-dir", default=RESULTS_DIR, help="PNG, markdown and the run cache go here")
+    parser.add_argument(
+        "--output-dir",
+        help="PNG, markdown and the run cache go here (default: benchmarks/results for --task add, "
+        "benchmarks/results/reasoning_study for countdown, benchmarks/results/<task>_study otherwise)",
+    )
     parser.add_argument(
         "--work-dir",
         default=os.path.join(ROOT, "outputs", "toy_study_work"),
@@ -675,14 +725,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}.")
     args.methods = list(dict.fromkeys(args.methods))
-    if args.task != "add":
+    if heal_toy.WORLDS[args.task]["general"] is None:
         needs_general = [m for m in args.methods if METHODS[m][2] == "heal_toy" and m != "grpo"]
         if needs_general:
             parser.error(
-                f"--methods {' '.join(needs_general)} need the general domain of the add world; with --task "
+                f"--methods {' '.join(needs_general)} need a general domain; with --task "
                 f"{args.task} choose from "
                 f"{', '.join(m for m in METHODS if METHODS[m][2] != 'heal_toy' or m == 'grpo')}."
             )
+    if args.output_dir is None:  # each world keeps its own table, figure and run cache
+        sub = {"add": None, "countdown": "reasoning_study"}.get(args.task, f"{args.task}_study")
+        args.output_dir = RESULTS_DIR if sub is None else os.path.join(RESULTS_DIR, sub)
     args.regimes = list(dict.fromkeys(args.regimes))
     args.seeds = list(dict.fromkeys(args.seeds))
     args.command = None if argv is None else "python benchmarks/toy_study.py " + " ".join(argv)

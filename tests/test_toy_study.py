@@ -128,7 +128,7 @@ def test_other_task_rejects_methods_that_need_the_general_domain(capsys):
     for method in ("heal", "hybrid"):
         with pytest.raises(SystemExit):
             toy_study.parse_args(["--task", "mul", "--methods", "grpo", method])
-        assert f"--methods {method} need the general domain" in capsys.readouterr().err
+        assert f"--methods {method} need a general domain" in capsys.readouterr().err
     args = toy_study.parse_args(["--task", "mul", "--methods", "grpo", "aer"])
     assert args.task == "mul" and args.methods == ["grpo", "aer"]
     assert "neg_only" not in toy_study.parse_args([]).methods  # the ablations are opt-in
@@ -160,3 +160,31 @@ def test_mul_task_records_the_controllers(tmp_path, capsys):
     assert "`healtrl-toy/qwen2-mul`" in markdown and "## Entropy and reward at fixed steps" in markdown
     assert "| few_shot | A<0 tokens only | 0 |" in markdown
     assert "| few_shot | AER | 0 |" in capsys.readouterr().out  # the fixed-steps table is printed too
+
+
+@pytest.mark.slow  # ~30 s; the world's default-suite smoke test is tests/test_reasoning_world.py
+def test_reasoning_world_subset_runs_and_records_the_entropy_flow(tmp_path, monkeypatch):
+    """`--task countdown` (issue #26): the world's trainers, HEAL's selection on its general family, Clip-Higher's
+    off-policy updates, the 32-token budget and the flow series, on a tiny stand-in for the world's model."""
+    from healtrl.toy import world
+
+    tiny = dict(hidden_size=32, num_layers=1, num_heads=2, target_accuracy=0.9, max_steps=2, batch_size=8,
+                demo_rows=64, eval_every=2)  # fmt: skip
+    monkeypatch.setattr(world, "WORLD_BUILD", {**world.WORLD_BUILD, **tiny})
+    monkeypatch.setenv("HEALTRL_CACHE", str(tmp_path / "cache"))
+    methods = ("grpo", "heal", "clip_higher")
+    argv = ["--task", "countdown", "--steps", "4", "--seeds", "0", "--regimes", "few_shot", "--jobs", "1"]
+    argv += ["--methods", *methods, "--output-dir", str(tmp_path), "--work-dir", str(tmp_path / "work")]
+    result = toy_study.main(argv)
+    assert sorted(result["trained"]) == sorted((m, "few_shot", 0) for m in methods)
+    for method in methods:
+        record = result["records"][(method, "few_shot")][0]
+        assert record["task"] == "countdown" and record["held_out"]["k"] == toy_study.K
+        series = record["series"]
+        assert all(v is not None for v in series["flow_net"]), method
+        net = [i + d for i, d in zip(series["flow_increase"], series["flow_decrease"])]
+        assert net == pytest.approx(series["flow_net"], abs=1e-5)
+    clip = result["records"][("clip_higher", "few_shot")][0]["series"]
+    on_policy = result["records"][("grpo", "few_shot")][0]["series"]
+    assert all(v == 0 for v in on_policy["flow_upper_clipped_net"])  # ratio 1: nothing is clipped on-policy
+    assert all(v is not None for v in clip["flow_upper_clipped_net"])

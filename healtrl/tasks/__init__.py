@@ -10,7 +10,7 @@ columns its reward reads. `TASKS[name].reward` names the reward in `healtrl.data
 | multiple_choice | commonsenseqa, medxpertqa, medbullets, medicine (+ medicine-medbullets, medicine-medxpertqa), ceval-physics | social-iqa, strategyqa | `multiple_choice` |
 | code | humanevalplus, livecodebench-v1-v4, livecodebench-v5 | humaneval | `code` |
 | reasoning_gym | | rg/<generator> (any reasoning-gym generator) | `reasoning_gym` |
-| toy | | toy-add, toy-mul, toy-compare, toy-reverse | `toy` |
+| toy | | toy-add, toy-mul, toy-compare, toy-reverse, toy-countdown, toy-sumchain | `toy` |
 
 Hub tasks load by their Hub names; `path=` loads a local file in the same format instead (tests do this; for
 `medicine`, a folder holding `medbullets.<ext>` and `medxpertqa.<ext>`). `medicine` is HEAL's Medicine domain
@@ -316,7 +316,14 @@ TOY_TEST_PROBLEMS = 20
 TOY_TRAIN_ROWS = 1000
 
 
-for _family, _domain in (("add", "target"), ("mul", "target"), ("compare", "general"), ("reverse", "general")):
+for _family, _domain in (
+    ("add", "target"),
+    ("mul", "target"),
+    ("compare", "general"),
+    ("reverse", "general"),
+    ("countdown", "target"),
+    ("sumchain", "general"),
+):
     register_task(
         TaskSpec(
             name=f"toy-{_family}",
@@ -326,8 +333,8 @@ for _family, _domain in (("add", "target"), ("mul", "target"), ("compare", "gene
             hub_id=None,
             description=(
                 f"healtrl.toy's '{_family}' family ({_domain} in the toy world), generated offline; 'test' holds 20 fixed "
-                "problems that 'train' never contains (train: 1000 rows unless `num_samples`). Exact-match reward "
-                "`toy`."
+                "problems that 'train' never contains (train: 1000 rows unless `num_samples`). Reward `toy`: "
+                + ("the Countdown verifier (any correct path)." if _family == "countdown" else "exact match.")
             ),
             split="test",
         ),

@@ -82,16 +82,30 @@ def _build(spec: dict, folder: Path) -> None:
         seed=spec["seed"],
         tie_word_embeddings=spec["tie_word_embeddings"],
     )
+    world = {}
+    if spec.get("demo_correct") is not None:
+        # The reasoning world: imperfect demonstrations, and the stop decided on the target-domain families alone.
+        from .world import demonstrations
+
+        targets = [name for name in spec["family"] if get_family(name).domain == "target"] or spec["family"]
+        world = dict(
+            dataset=demonstrations(spec["family"], spec["demo_rows"], spec["demo_correct"], seed=spec["seed"]),
+            eval_every=spec["eval_every"],
+            lr_warmup_steps=spec["lr_warmup_steps"],
+            num_threads=spec["threads"],
+            family=targets,
+        )
     stats = warmup(
         model,
         tokenizer,
-        family=spec["family"],
+        family=world.pop("family", spec["family"]),
         target_accuracy=spec["target_accuracy"],
         max_steps=spec["max_steps"],
         batch_size=spec["batch_size"],
         lr=spec["lr"],
         seed=spec["seed"],
         max_new_tokens=spec["max_new_tokens"],
+        **world,
     )
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
     try:
@@ -113,20 +127,43 @@ def _build(spec: dict, folder: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+PLAIN_BUILD = dict(
+    hidden_size=128,
+    num_layers=2,
+    num_heads=4,
+    tie_word_embeddings=True,
+    seed=0,
+    target_accuracy=0.2,
+    max_steps=2000,
+    batch_size=64,
+    lr=3e-3,
+    max_new_tokens=4,
+    demo_correct=None,
+    demo_rows=16384,
+    eval_every=50,
+    lr_warmup_steps=100,
+    threads=1,
+)
+"""The build parameters of a toy model whose families are all answer-only (add, mul, compare, reverse)."""
+DEMO_KEYS = ("demo_correct", "demo_rows", "eval_every", "lr_warmup_steps", "threads")
+"""Parameters of the demonstration warm-up only (ignored, and not in the cache key, when `demo_correct` is None)."""
+
+
+def default_build(name: str) -> dict:
+    """The build parameters a toy name stands for: `PLAIN_BUILD`, or, when a family of `name` is checked by a
+    verifier (Countdown), the reasoning world's (`PLAIN_BUILD` updated with `healtrl.toy.world.WORLD_BUILD`)."""
+    _, families = parse_toy_model_name(name)
+    if any(get_family(f).verify is not None for f in families):
+        from .world import WORLD_BUILD
+
+        return {**PLAIN_BUILD, **WORLD_BUILD}
+    return dict(PLAIN_BUILD)
+
+
 def toy_model_path(
     name: str = "healtrl-toy/qwen2-add",
     cache_dir: str | os.PathLike | None = None,
-    *,
-    hidden_size: int = 128,
-    num_layers: int = 2,
-    num_heads: int = 4,
-    tie_word_embeddings: bool = True,
-    seed: int = 0,
-    target_accuracy: float = 0.2,
-    max_steps: int = 2000,
-    batch_size: int = 64,
-    lr: float = 3e-3,
-    max_new_tokens: int = 4,
+    **build,
 ) -> str:
     """The local folder of a warmed-up toy model, building it first if it is not cached yet.
 
@@ -137,26 +174,27 @@ def toy_model_path(
         name: "healtrl-toy/<arch>-<family>", arch in qwen2/qwen3/llama, family a task family (or several joined
             with "+", warmed up on their mixture).
         cache_dir: Cache root; defaults to `default_cache_dir()`.
-        hidden_size, num_layers, num_heads, tie_word_embeddings, seed: Passed to `build_model` (seed also seeds the
-            warm-up).
-        target_accuracy, max_steps, batch_size, lr, max_new_tokens: Passed to `warmup`.
+        **build: Build parameters that replace the name's defaults (`default_build(name)`; each combination is
+            cached separately):
+            hidden_size, num_layers, num_heads, tie_word_embeddings, seed: passed to `build_model` (seed also seeds
+            the warm-up); target_accuracy, max_steps, batch_size, lr, max_new_tokens: passed to `warmup`;
+            demo_correct: warm up on imperfect demonstrations (`healtrl.toy.world.demonstrations`, `demo_rows` rows,
+            a Countdown row correct with this probability) instead of correct answers, checking the accuracy of the
+            target-domain families only, every `eval_every` steps, the learning rate warmed up over
+            `lr_warmup_steps`, on `threads` torch threads (the reasoning world's default); None: the plain warm-up,
+            and those parameters are ignored.
 
     Returns:
         The absolute path of the model folder, as a string.
     """
-    spec = _spec(
-        name,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        tie_word_embeddings=tie_word_embeddings,
-        seed=seed,
-        target_accuracy=target_accuracy,
-        max_steps=max_steps,
-        batch_size=batch_size,
-        lr=lr,
-        max_new_tokens=max_new_tokens,
-    )
+    params = default_build(name)
+    unknown = sorted(set(build) - set(params))
+    if unknown:
+        raise TypeError(f"Unknown toy build parameter(s) {unknown}; the parameters are {sorted(params)}.")
+    params.update(build)
+    demo = {key: params.pop(key) for key in DEMO_KEYS}
+    # The demonstration keys are in the cache key only when set, so the plain toy models keep their cache folders.
+    spec = _spec(name, **params, **({} if demo["demo_correct"] is None else demo))
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     root.mkdir(parents=True, exist_ok=True)
     folder = (root / _folder_name(spec)).absolute()
@@ -180,9 +218,10 @@ def load_toy_model(
         name: "healtrl-toy/<arch>-<family>", see `toy_model_path`.
         cache_dir: Cache root; defaults to `default_cache_dir()`.
         device: Where to put the model (default: CPU).
-        **build_kwargs: Build and warm-up parameters of `toy_model_path` (hidden_size, num_layers, num_heads,
-            tie_word_embeddings, seed, target_accuracy, max_steps, batch_size, lr, max_new_tokens); each combination
-            is cached separately.
+        **build_kwargs: Build parameters of `toy_model_path` that replace the name's defaults (hidden_size,
+            num_layers, num_heads, tie_word_embeddings, seed, target_accuracy, max_steps, batch_size, lr,
+            max_new_tokens, demo_correct, demo_rows, eval_every, lr_warmup_steps, threads); each combination is cached
+            separately.
 
     Returns:
         `(model, tokenizer)`: an fp32 model in eval mode, whose `config.name_or_path` is the cache folder, and the

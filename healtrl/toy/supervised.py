@@ -140,7 +140,8 @@ def sampled_accuracy(
         return 0.0
     generator = torch.Generator().manual_seed(seed)
     texts = sample_completions(model, tokenizer, dataset["prompt"], max_new_tokens, temperature, generator)
-    rewards = toy_reward(prompts=dataset["prompt"], completions=texts, answer=dataset["answer"])
+    task = dataset["task"] if "task" in dataset.column_names else None
+    rewards = toy_reward(prompts=dataset["prompt"], completions=texts, answer=dataset["answer"], task=task)
     return sum(rewards) / len(rewards)
 
 
@@ -159,6 +160,7 @@ def warmup(
     max_new_tokens: int = 4,
     dataset: Dataset | None = None,
     num_threads: int | None = 1,
+    lr_warmup_steps: int = 0,
 ) -> dict:
     """Supervised warm-up until the sampled accuracy on a fixed probe set reaches `target_accuracy`.
 
@@ -184,6 +186,8 @@ def warmup(
         dataset: Training rows (columns `prompt`, `answer`); defaults to 4096 rows of `make_dataset(family, ...)`.
         num_threads: torch intra-op threads during the warm-up (restored afterwards); `None` keeps the current
             setting. One thread is the fastest for a model this small, and by far on a busy machine.
+        lr_warmup_steps: Raise the learning rate linearly from `lr / lr_warmup_steps` to `lr` over this many steps
+            (0: constant from the first step). The reasoning world's 3-layer model needs it at lr 3e-3.
 
     Returns:
         A dict with `steps` (optimizer steps taken), `accuracy` (last probe accuracy), `reached` (whether the target
@@ -198,6 +202,7 @@ def warmup(
         device = next(model.parameters()).device
         data_generator = torch.Generator().manual_seed(seed)
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / max(1, lr_warmup_steps)))
         was_training = model.training
 
         def evaluate(step: int) -> float:
@@ -214,6 +219,7 @@ def warmup(
             loss = model(**batch).loss
             loss.backward()
             optimizer.step()
+            schedule.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
             if step % eval_every == 0 or step == max_steps:

@@ -10,7 +10,18 @@ Each task family is a finite, enumerable set of problems (`index -> (question, a
 | "compare" | general | "max(3,7)="    | "7"    | 100      |
 | "reverse" | general | "rev(abc)="    | "cba"  | 17,576   |
 
-Answers are at most 3 characters, so `max_completion_length=4` (answer + `<|end|>`) fits every family.
+Answers are at most 3 characters, so `max_completion_length=4` (answer + `<|end|>`) fits every family above.
+
+The reasoning world (`healtrl.toy.countdown`) adds two families whose answers are written-out steps (11-24
+characters; `max_completion_length=32`):
+
+| family     | domain  | question       | a correct answer         | problems |
+|------------|---------|----------------|--------------------------|----------|
+| "countdown"| target  | "2,5,11,12>20" | "11+2=13,12-5=7,13+7=20" | 892      |
+| "sumchain" | general | "3+5+2"        | "3+5=8,8+2=10"           | 4,000    |
+
+A Countdown problem has several correct answers: its `answer` column holds one, and the reward checks a completion
+with the family's `verify` (the steps, their arithmetic, the numbers used, the target), not by exact match.
 """
 
 from __future__ import annotations
@@ -22,6 +33,8 @@ from dataclasses import dataclass
 
 from datasets import Dataset, DatasetDict, Features, List, Value, concatenate_datasets
 
+from . import countdown
+
 
 @dataclass(frozen=True)
 class TaskFamily:
@@ -31,13 +44,16 @@ class TaskFamily:
         name: Family name, stored in the `task` column.
         domain: "target" or "general", stored in the `domain` column.
         size: Number of distinct problems.
-        problem: Maps an index in `range(size)` to `(question, answer)`.
+        problem: Maps an index in `range(size)` to `(question, answer)`; `answer` is a correct one.
+        verify: `(question, completion text) -> bool` for a family with several correct answers; None scores by
+            exact match with `answer`.
     """
 
     name: str
     domain: str
     size: int
     problem: Callable[[int], tuple[str, str]]
+    verify: Callable[[str, str], bool] | None = None
 
 
 def _add(index: int) -> tuple[str, str]:
@@ -68,6 +84,8 @@ FAMILIES: dict[str, TaskFamily] = {
         TaskFamily("mul", "target", 100, _mul),
         TaskFamily("compare", "general", 100, _compare),
         TaskFamily("reverse", "general", 26**3, _reverse),
+        TaskFamily("countdown", "target", countdown.COUNTDOWN_SIZE, countdown.countdown_problem, countdown.verify_countdown),
+        TaskFamily("sumchain", "general", countdown.SUMCHAIN_SIZE, countdown.sumchain_problem),
     )
 }
 
@@ -160,6 +178,12 @@ def make_dataset(family: str | Sequence[str], n: int, seed: int = 0) -> Dataset:
     return _mix(parts, families, seed, "dataset")
 
 
+def held_out_indices(family: str, n_test: int = 20, seed: int = 0) -> frozenset[int]:
+    """The problem indices of `make_split(family, ..., n_test, seed)["test"]` (the task registry's `toy-<family>`
+    test split: `n_test=20`, `seed=0`), for keeping other data such as warm-up demonstrations off them."""
+    return frozenset(_rng(family, seed, "split").sample(range(get_family(family).size), n_test))
+
+
 def make_split(family: str | Sequence[str], n_train: int, n_test: int, seed: int = 0) -> DatasetDict:
     """Train and held-out test sets whose problems never overlap.
 
@@ -187,7 +211,7 @@ def make_split(family: str | Sequence[str], n_train: int, n_test: int, seed: int
                 f"Family {fam.name!r} has {fam.size} problems: a test set of {test_count} leaves none for training."
             )
         rng = _rng(fam.name, seed, "split")
-        held_out = rng.sample(range(fam.size), test_count)
+        held_out = rng.sample(range(fam.size), test_count)  # the same draw as `held_out_indices`
         excluded = set(held_out)
         train = _draw([i for i in range(fam.size) if i not in excluded], train_count, rng)
         train_parts.append(_rows(fam, train))
@@ -221,9 +245,30 @@ def completion_text(completion) -> str | None:
     return None
 
 
-def _score(completion, answer) -> float:
+def _question(prompt) -> str | None:
+    """The question of a toy prompt: the last user message of a conversation, or the text between the user and
+    assistant markers of a rendered prompt."""
+    if isinstance(prompt, str):
+        from .tokenizer import ASSISTANT_TOKEN, USER_TOKEN
+
+        return prompt.rpartition(USER_TOKEN)[2].partition(ASSISTANT_TOKEN)[0]
+    if isinstance(prompt, Mapping):
+        prompt = [prompt]
+    if isinstance(prompt, (list, tuple)):
+        users = [m for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
+        return completion_text([{"role": "assistant", "content": users[-1].get("content")}]) if users else None
+    return None
+
+
+def _score(completion, answer, task=None, prompt=None) -> float:
     try:
         text = completion_text(completion)
+        family = FAMILIES.get(task) if isinstance(task, str) else None
+        question = _question(prompt) if prompt is not None else None
+        if task is None and question is not None and countdown.parse_countdown(question) is not None:
+            family = FAMILIES["countdown"]  # a Countdown question without its `task` column is still verified
+        if family is not None and family.verify is not None:
+            return 1.0 if text is not None and question is not None and family.verify(question, text) else 0.0
         if text is None or answer is None:
             return 0.0
         return 1.0 if text.strip() == str(answer).strip() else 0.0
@@ -231,26 +276,38 @@ def _score(completion, answer) -> float:
         return 0.0
 
 
-def toy_reward(prompts=None, completions=None, answer=None, **kwargs) -> list[float]:
+def toy_reward(prompts=None, completions=None, answer=None, task=None, **kwargs) -> list[float]:
     """Exact-match reward for the toy tasks, usable directly as a TRL reward function.
 
-    Returns 1.0 for each completion whose text, stripped of surrounding whitespace, equals its `answer`, else 0.0.
+    Returns 1.0 for each completion whose text, stripped of surrounding whitespace, equals its `answer`, else 0.0; for
+    the rows of a family with a `verify` (named by the `task` column, e.g. "countdown"), 1.0 when `verify` accepts the
+    completion for the prompt's question, whatever `answer` holds.
     Completions may be strings or conversations (`[{"role": "assistant", "content": ...}]`); anything malformed
     (None, wrong types, missing content) scores 0.0 instead of raising. One function serves every family, since the
     expected output comes from the dataset's `answer` column. TRL logs it as `rewards/toy_reward/mean`.
 
     Args:
-        prompts: Unused (TRL passes the prompts).
+        prompts: The prompts (read only for the rows of a family with a `verify`).
         completions: One completion per sample.
         answer: The expected answers, aligned with `completions` (TRL passes the dataset's `answer` column).
+        task: The dataset's `task` column (the family of each row); without it, a Countdown question is still
+            recognised and verified, and every other row is scored by exact match.
         **kwargs: Other dataset columns and TRL extras, ignored.
 
     Returns:
         One float per completion.
     """
     completions = list(completions) if completions is not None else []
-    try:
-        answers = list(answer) if answer is not None and not isinstance(answer, str) else [answer] * len(completions)
-    except TypeError:
-        answers = []
-    return [_score(c, answers[i] if i < len(answers) else None) for i, c in enumerate(completions)]
+
+    def column(values) -> list:
+        try:
+            return list(values) if values is not None and not isinstance(values, str) else [values] * len(completions)
+        except TypeError:
+            return []
+
+    answers, tasks, prompt_list = column(answer), column(task), column(prompts)
+
+    def at(values, i):
+        return values[i] if i < len(values) else None
+
+    return [_score(c, at(answers, i), at(tasks, i), at(prompt_list, i)) for i, c in enumerate(completions)]
