@@ -35,7 +35,9 @@ def build(name, length, prompts, generations):
     from healtrl.data import get_reward_func, load_train_dataset
     from healtrl.models import load_model_and_tokenizer
 
-    cls, cfg_cls = (GRPOTrainer, GRPOConfig) if name == "trl" else (healtrl.EntropyGRPOTrainer, healtrl.EntropyGRPOConfig)
+    cls, cfg_cls = (
+        (GRPOTrainer, GRPOConfig) if name == "trl" else (healtrl.EntropyGRPOTrainer, healtrl.EntropyGRPOConfig)
+    )
     model, tokenizer = load_model_and_tokenizer(MODEL, dtype=torch.float32)
     fields = dict(
         output_dir=tempfile.mkdtemp(prefix=f"gen-ab-{name}-"),
@@ -111,11 +113,17 @@ def main(argv=None) -> int:
             times[name], ids[name] = generate(name)
         same &= ids["trl"] == ids["base"]
         ratios.append(times["base"] / times["trl"])
-        print(f"| {i + 1} | {','.join(order)} | {times['trl']:.2f} | {times['base']:.2f} | {ratios[-1]:.3f} |", flush=True)
-    print(f"\nmedian base / trl over {args.pairs} pairs: {statistics.median(ratios):.3f} "
-          f"(min {min(ratios):.3f}, max {max(ratios):.3f}); identical completions in every pair: {same}")
-    print(f"# ended {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-          f"load average {os.getloadavg()[0]:.2f}")
+        print(
+            f"| {i + 1} | {','.join(order)} | {times['trl']:.2f} | {times['base']:.2f} | {ratios[-1]:.3f} |", flush=True
+        )
+    print(
+        f"\nmedian base / trl over {args.pairs} pairs: {statistics.median(ratios):.3f} "
+        f"(min {min(ratios):.3f}, max {max(ratios):.3f}); identical completions in every pair: {same}"
+    )
+    print(
+        f"# ended {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     return 0 if same else 1
 
 

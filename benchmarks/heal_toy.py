@@ -160,7 +160,9 @@ def make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str, 
         trainer = HEALTrainer(
             model=model,
             reward_funcs=toy_reward,
-            args=toy_args(HEALConfig, out, steps, seed, world, eda_weight=0.0 if method == "hybrid" else 1.0, **overrides),
+            args=toy_args(
+                HEALConfig, out, steps, seed, world, eda_weight=0.0 if method == "hybrid" else 1.0, **overrides
+            ),
             train_dataset=target,
             general_dataset=general,
             processing_class=tokenizer,

@@ -100,6 +100,8 @@ WORLD_OVERRIDES = {"countdown": {"clip_higher": {"steps_per_generation": 4}}}
 def regime_size(task: str, regime: str) -> int:
     """Target problems of a data regime in the world of `task`."""
     return heal_toy.WORLDS[task]["regimes"][regime]
+
+
 K = 16  # held-out samples per problem
 RESULTS_DIR = os.path.join(HERE, "results")
 RUNS_SUBDIR = "toy_study_runs"
@@ -133,6 +135,13 @@ METHODS: dict[str, tuple[str, str, str, str | None, str]] = {
         "PosAdv's ablation (lambda = 0 throughout): the entropy-guided schedule's premise is that this raises entropy",
     ),
     "pos_only": ("A>0 tokens only", "entropy control", "runs", "pos_only", "PosAdv's other ablation"),
+    "rand_pos_clip": (
+        "Rand-Pos-Clip",
+        "entropy control",
+        "runs",
+        "rand_pos_clip",
+        "PosAdv's random baseline (arXiv:2511.05993, Fig. 5): schedule rand_pos_clip, ratio 2e-4 (entropy_methods.RUNS)",
+    ),
     "opefo": (
         "OPEFO",
         "entropy control",
@@ -175,7 +184,7 @@ METHODS: dict[str, tuple[str, str, str, str | None, str]] = {
     "entropy_adv": ("Entropy-Adv", "Cov baselines", "runs", "entropy_adv", "alpha 0.4, kappa 2"),
 }
 GROUPS = ("HEAL", "entropy control", "TRL baselines", "Cov baselines")
-ABLATIONS = ("neg_only", "pos_only")  # opt-in: not part of the default study
+ABLATIONS = ("neg_only", "pos_only", "rand_pos_clip")  # opt-in: not part of the default study
 DEFAULT_METHODS = [m for m in METHODS if m not in ABLATIONS]
 GRPO_COLOR = "black"
 

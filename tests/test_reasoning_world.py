@@ -33,7 +33,11 @@ def test_every_problem_has_several_verified_solutions_and_wrong_paths_fail():
             assert not countdown.verify_countdown(question, wrong), wrong
     # Every path the verifier accepts is one `solutions` lists: enumerate all paths of one problem and compare.
     numbers, target = problems[0]
-    accepted = {",".join(s) for v, s in countdown._paths(tuple(sorted(numbers))) if countdown.check_countdown(numbers, target, ",".join(s))}
+    accepted = {
+        ",".join(s)
+        for v, s in countdown._paths(tuple(sorted(numbers)))
+        if countdown.check_countdown(numbers, target, ",".join(s))
+    }
     assert accepted == set(countdown.solutions(numbers, target))
 
 
@@ -82,7 +86,9 @@ def test_toy_reward_verifies_countdown_rows_and_exact_matches_the_others():
     assert toy_reward(prompts=prompts[:2], completions=completions[:2], answer=answers[:2]) == [1.0, 1.0]
     # Conversations and rendered prompts alike; a missing prompt scores 0 (nothing to verify against).
     rendered = f"<|user|>{question}<|assistant|>"
-    assert toy_reward(prompts=[rendered], completions=[[{"role": "assistant", "content": other}]], task=["countdown"]) == [1.0]
+    assert toy_reward(
+        prompts=[rendered], completions=[[{"role": "assistant", "content": other}]], task=["countdown"]
+    ) == [1.0]
     assert toy_reward(completions=[other], answer=[reference], task=["countdown"]) == [0.0]
 
 
@@ -141,7 +147,9 @@ def test_smoke_world_builds_and_trains_a_method(tmp_path):
 
     args = toy_grpo_config(str(tmp_path / "aer"), steps=2, config_cls=AERConfig, per_device_train_batch_size=8,
                            num_generations=4, max_completion_length=MAX_COMPLETION_LENGTH, entropy_flow_diagnostics=True)  # fmt: skip
-    trainer = AERTrainer(model=model, reward_funcs=toy_reward, args=args, train_dataset=rows, processing_class=tokenizer)
+    trainer = AERTrainer(
+        model=model, reward_funcs=toy_reward, args=args, train_dataset=rows, processing_class=tokenizer
+    )
     trainer.remove_callback(PrinterCallback)
     trainer.train()
     logged = [h for h in trainer.state.log_history if "rewards/toy_reward/mean" in h]

@@ -188,7 +188,9 @@ def test_make_dataset_columns_and_answers():
         for prompt, answer in zip(data["prompt"], data["answer"]):
             assert len(prompt) == 1 and prompt[0]["role"] == "user"
             # Answer-only families: at most 3 characters; the reasoning world's: written-out steps (<= 31 + <|end|>).
-            assert isinstance(answer, str) and 1 <= len(answer) <= (3 if family.verify is None and name != "sumchain" else 31)
+            assert isinstance(answer, str) and 1 <= len(answer) <= (
+                3 if family.verify is None and name != "sumchain" else 31
+            )
     assert FAMILIES["add"].domain == "target"
     assert {FAMILIES["compare"].domain, FAMILIES["reverse"].domain} == {"general"}
 

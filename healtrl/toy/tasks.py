@@ -84,7 +84,9 @@ FAMILIES: dict[str, TaskFamily] = {
         TaskFamily("mul", "target", 100, _mul),
         TaskFamily("compare", "general", 100, _compare),
         TaskFamily("reverse", "general", 26**3, _reverse),
-        TaskFamily("countdown", "target", countdown.COUNTDOWN_SIZE, countdown.countdown_problem, countdown.verify_countdown),
+        TaskFamily(
+            "countdown", "target", countdown.COUNTDOWN_SIZE, countdown.countdown_problem, countdown.verify_countdown
+        ),
         TaskFamily("sumchain", "general", countdown.SUMCHAIN_SIZE, countdown.sumchain_problem),
     )
 }
