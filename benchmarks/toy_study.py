@@ -640,7 +640,7 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
     cpu_seconds = [r["seconds"].get("cpu", math.nan) for v in records.values() for r in v]
     command = "python benchmarks/toy_study.py " + " ".join(sys.argv[1:]) if args.command is None else args.command
     lines = [
-        "# The reproduction study on the toy world",
+        "# The reproduction study on the toy world" if args.task == "add" else f"# The study on the {args.task} world",
         "",
         f"Command: `{command}`",
         "",
@@ -656,10 +656,11 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
         "",
         "## Setup",
         "",
-        f"`{TASKS[args.task][0]}`: {TASKS[args.task][1]}. Target data: 8 training problems of `{args.task}` "
-        "(`few_shot`) or all 80 (`full`), drawn by seed; its 20 held-out problems are never trained on. Every run: "
+        f"`{TASKS[args.task][0]}`: {TASKS[args.task][1]}. Target data: {regime_size(args.task, 'few_shot')} "
+        f"training problems of `{args.task}` (`few_shot`) or {regime_size(args.task, 'full')} (`full`), drawn by "
+        "seed; its 20 held-out problems are never trained on. Every run: "
         f"{args.steps} optimizer steps, 16 prompts x 8 generations per step, lr 5e-4 decaying linearly to 0, "
-        "temperature 1, no KL, at most 4 completion tokens; seeds "
+        f"temperature 1, no KL, at most {heal_toy.WORLDS[args.task]['completion']} completion tokens; seeds "
         f"{', '.join(map(str, args.seeds))}. Final reward: mean accuracy reward of the target rollouts (training "
         f"prompts) over the last {args.window} steps; final entropy: mean token entropy of the target-domain "
         f"rollouts over the last {args.window} steps. Held out: {K} samples per problem at temperature 1; avg@{K} "

@@ -120,6 +120,7 @@ def test_atomic_json_write_keeps_the_old_file_when_interrupted(tmp_path, monkeyp
     assert json.loads(path.read_text()) == {"alpha": 1.0}
 
 
+@pytest.mark.slow  # ~15 s: two trainings; slow to keep the default suite under 10 minutes (.ci/release runs it)
 def test_old_checkpoints_are_deleted_only_once_the_new_one_is_complete(tmp_path, monkeypatch):
     out = tmp_path / "run"
     trainer = build_trainer(AERTrainer, AERConfig, out, alpha_init=0.01, save_total_limit=1, **dict(SAVE, max_steps=6))
@@ -210,6 +211,7 @@ def test_resume_from_another_version_is_refused_unless_allowed(aer_run, tmp_path
         allowed.train(resume_from_checkpoint=str(checkpoint))
 
 
+@pytest.mark.slow  # ~10 s: three trainings; slow to keep the default suite under 10 minutes (.ci/release runs it)
 def test_resume_mid_rollout_with_another_number_of_processes_is_refused(tmp_path):
     out = tmp_path / "run"
     build_trainer(EntropyGRPOTrainer, EntropyGRPOConfig, out, **MID_ROLLOUT, **SAVE).train()
