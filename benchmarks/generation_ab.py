@@ -19,12 +19,12 @@ import datetime
 import os
 import statistics
 import sys
-import tempfile
 import time
 
+import step_smollm2  # a sibling script: the model, task and config of the whole-step benchmark
+from step_smollm2 import MODEL, TASK
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL = "healtrl-offline/SmolLM2-135M-Instruct"
-TASK = "task:gsm-symbolic"
 
 
 def build(name, length, prompts, generations):
@@ -39,24 +39,7 @@ def build(name, length, prompts, generations):
         (GRPOTrainer, GRPOConfig) if name == "trl" else (healtrl.EntropyGRPOTrainer, healtrl.EntropyGRPOConfig)
     )
     model, tokenizer = load_model_and_tokenizer(MODEL, dtype=torch.float32)
-    fields = dict(
-        output_dir=tempfile.mkdtemp(prefix=f"gen-ab-{name}-"),
-        max_steps=1,
-        per_device_train_batch_size=prompts * generations,
-        num_generations=generations,
-        max_completion_length=length,
-        generation_kwargs={"min_new_tokens": length},
-        temperature=1.0,
-        beta=0.0,
-        seed=0,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        bf16=False,
-        disable_tqdm=True,
-    )
-    if name != "trl":
-        fields["inspect_every_steps"] = 0
+    fields = step_smollm2.config_fields(name, length, prompts, generations)  # the whole-step benchmark's config
     trainer = cls(
         model=model,
         reward_funcs=get_reward_func("math"),

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -27,6 +26,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+
+from main_job_seeds import cpu_name  # noqa: E402  (a sibling script)
 
 
 def step_seconds(model_name: str, build: dict, steps: int = 4) -> list[float]:
@@ -65,18 +66,6 @@ def step_seconds(model_name: str, build: dict, steps: int = 4) -> list[float]:
     trainer.remove_callback(PrinterCallback)
     trainer.train()
     return clock.seconds
-
-
-def machine() -> str:
-    """The CPU's model name (as `lscpu` shows it), else the architecture."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
 
 
 def main(argv=None) -> int:
@@ -137,7 +126,7 @@ def main(argv=None) -> int:
         f"{f' --output {args.output}' if args.output else ''}`",
         "",
         f"- date: {started:%Y-%m-%d %H:%M} UTC - {datetime.datetime.now(datetime.timezone.utc):%H:%M} UTC; "
-        f"machine: {machine()}, {os.cpu_count()} cores; torch {torch.__version__}; the warm-up on "
+        f"machine: {cpu_name()}, {os.cpu_count()} cores; torch {torch.__version__}; the warm-up on "
         f"{WORLD_BUILD.get('threads', 1)} torch thread(s), the statistics and the GRPO step on one",
         f"- model: `{WORLD_MODEL}` ({params / 1e6:.2f}M parameters), built with `WORLD_BUILD` = `{WORLD_BUILD}`",
         f"- warm-up: {warm['steps']} steps, {warm['seconds']:.0f} s, stopped at sampled accuracy {warm['accuracy']:.3f} "

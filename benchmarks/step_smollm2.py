@@ -67,6 +67,34 @@ def _status_kb(field: str) -> int:
     raise RuntimeError(field)
 
 
+def config_fields(name: str, length: int, prompts: int, generations: int, force_length: bool = True) -> dict:
+    """The config of every trainer of the benchmark (see the module docstring); `name` "trl" or a healtrl trainer."""
+    fields = dict(
+        output_dir=tempfile.mkdtemp(prefix=f"step-{name}-"),
+        max_steps=1,
+        learning_rate=1e-6,
+        lr_scheduler_type="constant",
+        per_device_train_batch_size=prompts * generations,
+        gradient_accumulation_steps=1,
+        num_generations=generations,
+        max_completion_length=length,
+        temperature=1.0,
+        beta=0.0,
+        seed=0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        disable_tqdm=True,
+    )
+    if force_length:
+        fields["generation_kwargs"] = {"min_new_tokens": length}
+    if name != "trl":
+        fields["inspect_every_steps"] = 0
+    return fields
+
+
 def child(args) -> int:
     import warnings
 
@@ -119,29 +147,7 @@ def child(args) -> int:
     model, tokenizer = load_model_and_tokenizer(MODEL, dtype=torch.float32)
     train = load_train_dataset(TASK, num_samples=16, seed=0)
     reward = get_reward_func("math")
-    fields = dict(
-        output_dir=tempfile.mkdtemp(prefix=f"step-{name}-"),
-        max_steps=1,
-        learning_rate=1e-6,
-        lr_scheduler_type="constant",
-        per_device_train_batch_size=args.prompts * args.generations,
-        gradient_accumulation_steps=1,
-        num_generations=args.generations,
-        max_completion_length=length,
-        temperature=1.0,
-        beta=0.0,
-        seed=0,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        bf16=False,
-        disable_tqdm=True,
-    )
-    if args.force_length:
-        fields["generation_kwargs"] = {"min_new_tokens": length}
-    if name != "trl":
-        fields["inspect_every_steps"] = 0
+    fields = config_fields(name, length, args.prompts, args.generations, args.force_length)
     kwargs = {}
     if name == "heal":
         kwargs["general_dataset"] = load_train_dataset(TASK, num_samples=16, seed=1)

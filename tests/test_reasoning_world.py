@@ -115,8 +115,8 @@ def test_demonstrations_avoid_held_out_problems_and_mix_correct_and_wrong():
     assert all(countdown.sum_chain([int(x) for x in q.split("+")]) == a for q, a in sums)
 
 
-def test_pass_at_k_is_unbiased():
-    from healtrl.toy.world import pass_at_k
+def test_pass_at_k_the_card_uses_is_unbiased():
+    from healtrl.toy.world import pass_at_k  # healtrl.functional's estimator (Chen et al. 2021, eq. 1)
 
     assert pass_at_k(16, 0, 16) == 0.0 and pass_at_k(16, 1, 16) == 1.0
     assert pass_at_k(16, 4, 1) == pytest.approx(0.25)

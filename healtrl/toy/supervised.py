@@ -66,6 +66,21 @@ def _collate(examples: list[tuple[list[int], list[int]]], pad_token_id: int) -> 
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
 
+def _left_padded(
+    tokenizer: PreTrainedTokenizerBase, prompts: Sequence[list[dict]]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chat-template ids of `prompts`, left-padded (so that every row's next token is predicted at the last position),
+    and their attention mask."""
+    encoded = _encode_prompts(tokenizer, prompts)
+    length = max(len(ids) for ids in encoded)
+    input_ids = torch.full((len(encoded), length), tokenizer.pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    for row, ids in enumerate(encoded):
+        input_ids[row, length - len(ids) :] = torch.tensor(ids)
+        attention_mask[row, length - len(ids) :] = 1
+    return input_ids, attention_mask
+
+
 @torch.no_grad()
 def sample_completions(
     model: PreTrainedModel,
@@ -87,14 +102,7 @@ def sample_completions(
     device = next(model.parameters()).device
     texts: list[str] = []
     for start in range(0, len(prompts), batch_size):
-        encoded = _encode_prompts(tokenizer, prompts[start : start + batch_size])
-        length = max(len(ids) for ids in encoded)
-        # Left padding, so that every row's next token is predicted at the last position.
-        input_ids = torch.full((len(encoded), length), tokenizer.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros_like(input_ids)
-        for row, ids in enumerate(encoded):
-            input_ids[row, length - len(ids) :] = torch.tensor(ids)
-            attention_mask[row, length - len(ids) :] = 1
+        input_ids, attention_mask = _left_padded(tokenizer, prompts[start : start + batch_size])
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         new_tokens = []
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)

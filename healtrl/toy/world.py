@@ -26,7 +26,9 @@ from collections.abc import Sequence
 import torch
 from datasets import Dataset
 
+from ..functional.evaluation import pass_at_k
 from . import countdown
+from .supervised import _left_padded
 from .tasks import FEATURES, get_family, held_out_indices, toy_reward
 
 WORLD_MODEL = "healtrl-toy/qwen2-countdown+sumchain"
@@ -99,8 +101,6 @@ def sample_with_entropies(model, tokenizer, prompts, n: int, max_new_tokens: int
     Returns `(texts, entropies)`: `texts[i * n + j]` is prompt i's j-th completion, `entropies` the matching lists of
     per-token entropies (the eos token included, padding excluded).
     """
-    from .supervised import _encode_prompts
-
     generator = torch.Generator().manual_seed(seed)
     expanded = [p for p in prompts for _ in range(n)]
     was_training = model.training
@@ -108,23 +108,18 @@ def sample_with_entropies(model, tokenizer, prompts, n: int, max_new_tokens: int
     texts, entropies = [], []
     eos = tokenizer.eos_token_id
     for start in range(0, len(expanded), batch_size):
-        encoded = _encode_prompts(tokenizer, expanded[start : start + batch_size])
-        length = max(len(ids) for ids in encoded)
-        input_ids = torch.full((len(encoded), length), tokenizer.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros_like(input_ids)
-        for row, ids in enumerate(encoded):
-            input_ids[row, length - len(ids) :] = torch.tensor(ids)
-            attention_mask[row, length - len(ids) :] = 1
+        input_ids, attention_mask = _left_padded(tokenizer, expanded[start : start + batch_size])
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         past, tokens, ents = None, [], []
-        done = torch.zeros(len(encoded), dtype=torch.bool)
+        done = torch.zeros(len(input_ids), dtype=torch.bool)
         for _ in range(max_new_tokens):
             out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                         past_key_values=past, use_cache=True, logits_to_keep=1)  # fmt: skip
             past, logits = out.past_key_values, out.logits[:, -1].float()
             logp = torch.log_softmax(logits, dim=-1)
-            ents.append(-(logp.exp() * logp).sum(-1))
-            token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+            probs = logp.exp()
+            ents.append(-(probs * logp).sum(-1))
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
             tokens.append(token)
             done |= token == eos
             input_ids = token[:, None]
@@ -138,13 +133,6 @@ def sample_with_entropies(model, tokenizer, prompts, n: int, max_new_tokens: int
             entropies.append(ent[:cut])
     model.train(was_training)
     return texts, entropies
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples with c correct (Chen et al. 2021)."""
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 def world_statistics(model, tokenizer, rows: Dataset, k: int = 16, group: int = 8, seed: int = 0) -> dict:
