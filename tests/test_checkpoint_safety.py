@@ -66,6 +66,7 @@ def test_every_checkpoint_ends_with_its_marker(aer_run):
     assert not [name for name in os.listdir(aer_run / "checkpoint-4") if ".tmp-" in name]  # no temporary files left
 
 
+@pytest.mark.slow  # ~12 s: a training run; slow to keep the default suite under 10 minutes (.ci/release runs it)
 def test_half_written_checkpoint_is_skipped_with_a_warning_and_never_loaded(tmp_path):
     out = tmp_path / "run"
     build_trainer(EntropyGRPOTrainer, EntropyGRPOConfig, out, **SAVE).train()
