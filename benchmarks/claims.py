@@ -53,6 +53,24 @@ class NotMeasured(Exception):
     """The runs lack what a statistic needs; the message says what."""
 
 
+# The (method, regime) pairs the claims read: the reasoning world's study runs these (`toy_study.py --pairs claims`).
+CLAIM_PAIRS: tuple[tuple[str, str], ...] = (
+    ("grpo", "few_shot"),
+    ("hybrid", "few_shot"),
+    ("heal", "few_shot"),
+    ("neg_only", "few_shot"),
+    ("pos_only", "few_shot"),
+    ("grpo", "full"),
+    ("aer", "full"),
+    ("posadv", "full"),
+    ("rand_pos_clip", "full"),
+    ("clip_cov", "full"),
+    ("kl_cov", "full"),
+    ("entropy_adv", "full"),
+    ("opefo", "full"),
+    ("clip_higher", "full"),
+)
+
 AER_TAU = AERConfig.tau  # a dataclass field's default is its class attribute
 POSADV_DELTA = PosAdvConfig.entropy_threshold
 
@@ -60,9 +78,9 @@ POSADV_DELTA = PosAdvConfig.entropy_threshold
 # ---------------------------------------------------------------------------------------------------------------------
 # Reading runs
 # ---------------------------------------------------------------------------------------------------------------------
-def load_runs(runs_dir: str, steps: int | None = None) -> Runs:
+def load_runs(runs_dir: str, steps: int | None = None, seeds: Sequence[int] | None = None) -> Runs:
     """The finished runs of a study's cache: (method, regime) -> {seed: record}; one step count (`steps`, or the only
-    one present)."""
+    one present); only `seeds` when given."""
     paths = sorted(glob.glob(os.path.join(runs_dir, "*.json")))
     if not paths:
         raise SystemExit(f"--runs {runs_dir}: no run files (*.json) there; give a study's toy_study_runs/ folder.")
@@ -79,7 +97,7 @@ def load_runs(runs_dir: str, steps: int | None = None) -> Runs:
         steps = counts[0] if counts else None
     runs: Runs = {}
     for record in records:
-        if record["steps"] == steps:
+        if record["steps"] == steps and (seeds is None or record["seed"] in seeds):
             runs.setdefault((record["method"], record["regime"]), {})[record["seed"]] = record
     return runs
 
@@ -439,14 +457,16 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", required=True, help="a study's run cache (toy_study_runs/)")
     parser.add_argument("--steps", type=int, default=None, help="runs of this many steps (when several are cached)")
+    parser.add_argument("--seeds", type=int, nargs="+", help="only these seeds (default: every cached seed)")
     parser.add_argument("--output", help="write the table (markdown) here as well")
     args = parser.parse_args(argv)
-    results = [evaluate(claim, load_runs(args.runs, args.steps)) for claim in CLAIMS]
+    runs = load_runs(args.runs, args.steps, args.seeds)
+    results = [evaluate(claim, runs) for claim in CLAIMS]
     text = table(results)
     print(text)
     if args.output:
         command = "python benchmarks/claims.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        steps = sorted({r["steps"] for runs in load_runs(args.runs, args.steps).values() for r in runs.values()})
+        steps = sorted({r["steps"] for by_seed in runs.values() for r in by_seed.values()})
         header = (
             f"# The papers' claims on the runs in `{args.runs}` ({', '.join(map(str, steps))} steps)\n\n"
             f"Written by `{command}` on {datetime.date.today().isoformat()} from the cached runs (no training). "

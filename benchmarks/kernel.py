@@ -8,6 +8,10 @@ through both into hidden and weight):
   default vocabulary chunk (32768) and with 4096, asked for ``("entropy",)``.
 - ``liger``: Liger's ``LigerFusedLinearScaledCrossEntropyFunction`` with ``return_entropy=True`` (its torch
   fallback off Hopper; skipped with a note if liger-kernel is not installed or fails).
+- ``gemms``: the floor, not an implementation: exactly the GEMMs an exact fused kernel cannot avoid (forward
+  ``h @ W.T``; backward: its recompute, ``dh = D @ W`` and ``dW = D.T @ h``, with the recomputed logits standing in
+  for ``D``) through the library's matmul (cuBLAS on CUDA), no softmax work; its "logp" / "entropy" are two logit
+  columns, so it has no accuracy figures.
 - ``ours`` / ``ours+ps``: :func:`healtrl.kernels.fused_logprob_entropy` (``+ps``: with ``power_sums=True``);
   ``ours@R``: with ``R`` rows per tile (``chunk_size``), to compare tile sizes in one run.
 
@@ -67,6 +71,24 @@ def naive(h, w, y, bias, temperature):
     logp = logp_all.gather(-1, y.unsqueeze(-1)).squeeze(-1)
     entropy = -(logp_all.exp() * logp_all).sum(-1)
     return logp, entropy
+
+
+class _GemmFloor(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, w):
+        ctx.save_for_backward(h, w)
+        z = h @ w.t()
+        return z[:, 0].float(), z[:, 1].float()
+
+    @staticmethod
+    def backward(ctx, g0, g1):
+        h, w = ctx.saved_tensors
+        d = h @ w.t()  # the recompute; it also stands in for the logits' gradient
+        return d @ w, d.t() @ h
+
+
+def gemms(h, w, y, bias, temperature):
+    return _GemmFloor.apply(h, w)
 
 
 def make_trl(chunk: int):
@@ -250,6 +272,8 @@ def main(argv=None) -> int:
         try:
             if name == "naive":
                 impls[name] = naive
+            elif name == "gemms":
+                impls[name] = gemms
             elif name.startswith("trl-"):
                 impls[name] = make_trl(int(name.split("-")[1]))
             elif name == "liger":
@@ -294,7 +318,7 @@ def main(argv=None) -> int:
                     mem[(n, m)] = (cuda_peak_memory(impls[n], inputs, m, grads), None)
                 else:
                     mem[(n, m)] = cpu_peak_memory(impls[n], inputs, m, grads)
-    acc = {} if args.no_check else {n: check_accuracy(impls[n], inputs) for n in names}
+    acc = {} if args.no_check else {n: check_accuracy(impls[n], inputs) for n in names if n != "gemms"}
 
     mb = 2**20
     header = ["implementation"]
@@ -312,7 +336,7 @@ def main(argv=None) -> int:
         for m in modes:
             t = statistics.median(times[(n, m)])
             t0 = statistics.median(times[("naive", m)])
-            row += [f"{t:.3f}", f"{t / t0:.2f}x"]
+            row += [f"{t:.4f}" if device.type == "cuda" else f"{t:.3f}", f"{t / t0:.2f}x"]
             if mem:
                 a, rss = mem[(n, m)]
                 a0 = mem[("naive", m)][0]
@@ -320,7 +344,7 @@ def main(argv=None) -> int:
                 if device.type == "cpu":
                     row += ["n/a" if rss is None else f"{rss / mb:.0f}"]
         if acc:
-            row += [f"{acc[n][0]:.1e}", f"{acc[n][1]:.1e}"]
+            row += [f"{acc[n][0]:.1e}", f"{acc[n][1]:.1e}"] if n in acc else ["-", "-"]
         lines.append("| " + " | ".join(row) + " |")
 
     spec = (

@@ -68,6 +68,7 @@ for _path in (ROOT, HERE):  # healtrl (repository root) and the sibling benchmar
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
+import claims  # noqa: E402
 import heal_toy  # noqa: E402
 
 REGIMES = heal_toy.REGIMES  # few_shot: 8 target problems, full: 80
@@ -502,7 +503,9 @@ def _paired(records: dict, method: str, regime: str, key: str, window: int) -> d
     return {r["seed"]: run_summary(r, window)[key] for r in records.get((method, regime), [])}
 
 
-def findings(records: dict, methods: Sequence[str], regimes: Sequence[str], window: int) -> list[str]:
+def findings(
+    records: dict, methods: Sequence[str], regimes: Sequence[str], window: int, task: str = "add"
+) -> list[str]:
     """Plain statements computed from the numbers: collapse of GRPO, seed-paired comparisons with GRPO, blow-ups,
     runs identical to GRPO, and held-out pass@16 against GRPO's (with whether the ranges overlap)."""
     lines = []
@@ -583,7 +586,8 @@ def findings(records: dict, methods: Sequence[str], regimes: Sequence[str], wind
         few = [run_summary(r, window)["entropy"] for r in records[("grpo", "few_shot")]]
         full = [run_summary(r, window)["entropy"] for r in records[("grpo", "full")]]
         lines.append(
-            f"- GRPO's final target entropy is {spread(few)} with 8 target problems and {spread(full)} with 80 "
+            f"- GRPO's final target entropy is {spread(few)} with {regime_size(task, 'few_shot')} target problems and "
+            f"{spread(full)} with {regime_size(task, 'full')} "
             f"({'lower' if statistics.mean(few) < statistics.mean(full) else 'not lower'} in the few-shot regime)."
         )
     lines.append(
@@ -687,7 +691,7 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
                 + f" | {statistics.mean(x['seconds'] for x in s):.0f} | {METHODS[m][4]} |"
             )
     lines += ["", "## What held and what did not", ""]
-    lines += findings(records, args.methods, args.regimes, args.window)
+    lines += findings(records, args.methods, args.regimes, args.window, args.task)
     lines += [
         "",
         "## Entropy and reward at fixed steps",
@@ -708,6 +712,25 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
 # ---------------------------------------------------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------------------------------------------------
+def _parse_pairs(parser: argparse.ArgumentParser, values: Sequence[str] | None) -> list[tuple[str, str]] | None:
+    """`--pairs` as [(method, regime), ...] in the given order; "claims" expands to `claims.CLAIM_PAIRS`."""
+    if values is None:
+        return None
+    pairs = []
+    for value in values:
+        if value == "claims":
+            pairs += list(claims.CLAIM_PAIRS)
+            continue
+        method, sep, regime = value.partition(":")
+        if not sep or method not in METHODS or regime not in REGIMES:
+            parser.error(
+                f"--pairs {value!r}: write METHOD:REGIME with METHOD in {', '.join(METHODS)} and REGIME in "
+                f"{', '.join(REGIMES)} (e.g. grpo:few_shot), or 'claims'."
+            )
+        pairs.append((method, regime))
+    return list(dict.fromkeys(pairs))
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -729,8 +752,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=os.path.join(ROOT, "outputs", "toy_study_work"),
         help="scratch: trainer outputs, general pool, HEAL selections (not needed for the report)",
     )
+    parser.add_argument(
+        "--pairs",
+        nargs="+",
+        metavar="METHOD:REGIME",
+        help="run these (method, regime) pairs instead of --methods x --regimes; 'claims' stands for the pairs "
+        "benchmarks/claims.py reads (claims.CLAIM_PAIRS); with it the claims table is written too (claims.md)",
+    )
     parser.add_argument("--report-only", action="store_true", help="no training: figure + table from cached runs")
     args = parser.parse_args(argv)
+    args.pairs = _parse_pairs(parser, args.pairs)
+    if args.pairs is not None:
+        args.methods = list(dict.fromkeys(m for m, _ in args.pairs))
+        args.regimes = [r for r in REGIMES if any(r == regime for _, regime in args.pairs)]
     for name in ("steps", "jobs", "window", "smooth"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}.")
@@ -770,6 +804,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     for seed in args.seeds:
         for regime in args.regimes:
             for method in args.methods:
+                if args.pairs is not None and (method, regime) not in args.pairs:
+                    continue
                 record = load_run(run_path(runs_dir, method, regime, seed, args.steps, args.task))
                 if record is None:
                     tasks.append((method, regime, seed, args.steps, args.output_dir, args.work_dir, args.task))
@@ -816,7 +852,14 @@ def main(argv: Sequence[str] | None = None) -> dict:
     markdown = write_report(args, records, time.perf_counter() - start, len(trained), cached)
     print("\n".join(fixed_steps_table(records, args.methods, args.regimes, args.steps, args.window)), flush=True)
     print(f"wrote {markdown} and {os.path.join(args.output_dir, 'toy_study.png')}", flush=True)
+    claims_md = None
+    if args.pairs is not None and set(claims.CLAIM_PAIRS) <= set(args.pairs):
+        claims_md = os.path.join(args.output_dir, "claims.md")
+        claims.main(
+            ["--runs", runs_dir, "--steps", str(args.steps), "--seeds", *map(str, args.seeds), "--output", claims_md]
+        )
     return {
+        "claims": claims_md,
         "records": records,
         "trained": trained,
         "markdown": markdown,

@@ -122,3 +122,30 @@ def test_load_runs_refuses_mixed_step_counts(tmp_path):
 def test_load_runs_refuses_a_folder_without_runs(tmp_path):
     with pytest.raises(SystemExit, match="no run files"):
         claims.load_runs(str(tmp_path))
+
+
+def _full_record(method, regime, seed):
+    flow = {name: [0.5 - seed / 10] * 50 for name in ("flow_increase", "flow_net", "flow_upper_clipped_net")}
+    flow |= {name: [-1.0] * 50 for name in ("flow_decrease", "flow_lower_clipped_net")}
+    pass_at = {k: 0.1 * seed + 0.01 * k for k in claims.PASS_K}
+    return _run(method, regime, seed, [1.0 - 0.01 * i for i in range(50)], pass_at, **flow)
+
+
+def test_claim_pairs_are_exactly_what_the_claims_read():
+    """The study's `--pairs claims` runs every pair a claim reads and none that no claim reads."""
+    pairs = claims.CLAIM_PAIRS
+    assert len(set(pairs)) == len(pairs)
+    runs = _runs([_full_record(m, r, s) for m, r in pairs for s in range(3)])
+    results = {c.id: claims.evaluate(c, runs) for c in claims.CLAIMS}
+    assert all(r.verdict != "not measured" for r in results.values()), {
+        k: r.reason for k, r in results.items() if r.verdict == "not measured"
+    }
+    for pair in pairs:  # each pair is needed by at least one claim
+        fewer = {key: value for key, value in runs.items() if key != pair}
+        assert any(claims.evaluate(c, fewer).verdict == "not measured" for c in claims.CLAIMS), pair
+
+
+def test_seeds_filter_of_load_runs(tmp_path):
+    for seed in range(3):
+        (tmp_path / f"grpo-full-seed{seed}-50steps.json").write_text(json.dumps(_run("grpo", "full", seed, [1.0])))
+    assert set(claims.load_runs(str(tmp_path), seeds=[0, 2])[("grpo", "full")]) == {0, 2}

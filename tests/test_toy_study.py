@@ -47,6 +47,17 @@ def test_bad_arguments_are_named():
         toy_study.parse_args(["--methods", "no_such_method"])
 
 
+def test_pairs_choose_the_runs_and_are_checked():
+    args = toy_study.parse_args(["--task", "countdown", "--pairs", "heal:few_shot", "aer:full", "heal:few_shot"])
+    assert args.pairs == [("heal", "few_shot"), ("aer", "full")]
+    assert args.methods == ["heal", "aer"] and args.regimes == ["few_shot", "full"]
+    args = toy_study.parse_args(["--task", "countdown", "--pairs", "claims"])
+    assert args.pairs == list(toy_study.claims.CLAIM_PAIRS)
+    for bad in ("heal", "heal:some", "nope:full"):
+        with pytest.raises(SystemExit):
+            toy_study.parse_args(["--pairs", bad])
+
+
 def test_study_subset_writes_table_and_figure_and_reuses_cache(tmp_path, monkeypatch):
     argv = ["--steps", "2", "--seeds", "0", "--regimes", "few_shot", "--jobs", "1", "--window", "2"]
     argv += ["--methods", *METHODS, "--output-dir", str(tmp_path), "--work-dir", str(tmp_path / "work")]

@@ -99,17 +99,19 @@ def dispatcher_variants(capability: int, dtypes: tuple[str, ...] = ("bf16", "fp1
     """Every (kernel, dtype, constexpr flags, config) the dispatcher can launch on a CUDA device of ``capability``.
 
     The configuration is ``default_config`` for that compute capability (it differs per architecture: fp32 on
-    sm_100 uses 3 pipeline stages). On CUDA ``IEEE`` is ``dtype == fp32`` and ``DOT_F32`` is False (it is an
+    sm_100 uses 3 pipeline stages; bf16/fp16 forward on sm_90 its own tile, ``forward_config``). On CUDA ``IEEE`` is ``dtype == fp32`` and ``DOT_F32`` is False (it is an
     interpreter-only workaround); the backward always has ``B`` and has ``A`` (entropy gradient) and/or ``C``
     (log-prob gradient), never neither.
     """
-    from .triton_fused import default_config
+    from .triton_fused import default_config, forward_config
 
+    keys = ("BLOCK_N", "BLOCK_V", "BLOCK_K", "num_warps", "num_stages")
     out = []
     for dt in dtypes:
         cfg = default_config(torch.device("cuda"), _DTYPES[dt], capability)
-        fwd_cfg = tuple((k, cfg[k]) for k in ("BLOCK_N", "BLOCK_V", "BLOCK_K", "num_warps", "num_stages"))
-        bwd_cfg = fwd_cfg + (("GROUP", cfg["GROUP"]),)
+        fwd = forward_config(cfg)
+        fwd_cfg = tuple((k, fwd[k]) for k in keys)
+        bwd_cfg = tuple((k, cfg[k]) for k in keys) + (("GROUP", cfg["GROUP"]),)
         for bias in (False, True):
             for power in (False, True):
                 out.append(Variant("_fwd_kernel", dt, (("HAS_BIAS", bias), ("POWER", power)), fwd_cfg))

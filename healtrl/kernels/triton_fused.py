@@ -310,9 +310,20 @@ def default_config(device: torch.device, dtype: torch.dtype, capability: int | N
             "splits": None,
         }
     # bf16/fp16: BLOCK_V = 64, not 128. Compiled with Triton 3.9's ptxas (healtrl.kernels.compile_check), a
-    # 128 x 128 tile hits the 255-register cap and spills in the forward on sm_80, sm_90 and sm_100; 128 x 64 uses
-    # 146-176 registers, no spills, and keeps cp.async + wgmma on sm_90 (benchmarks/results/kernel_resources.md).
-    return {"BLOCK_N": 128, "BLOCK_V": 64, "BLOCK_K": 64, "GROUP": 8, "num_warps": 8, "num_stages": 3, "splits": None}
+    # 128 x 128 x 64 tile hits the 255-register cap and spills in the forward on sm_80, sm_90 and sm_100; 128 x 64
+    # uses 146-176 registers, no spills, and keeps cp.async + wgmma on sm_90 (benchmarks/results/kernel_resources.md).
+    cfg = {"BLOCK_N": 128, "BLOCK_V": 64, "BLOCK_K": 64, "GROUP": 8, "num_warps": 8, "num_stages": 3, "splits": None}
+    if capability == 90:
+        # Hopper forward: 128 x 128 x 32 tiles, 4 stages (188-255 registers, no spills with Triton 3.9's ptxas). Measured
+        # on an H200 (benchmarks/results/kernel_configs_h200.md): forward 0.72-0.79x the 128 x 64 x 64 tile's time at
+        # N=16384, H=4096, V=151936 in two sweeps; the backward's recompute kernel gained nothing from larger tiles.
+        cfg["fwd"] = {"BLOCK_V": 128, "BLOCK_K": 32, "num_stages": 4}
+    return cfg
+
+
+def forward_config(cfg: dict) -> dict:
+    """The forward kernel's launch configuration: ``cfg`` with its ``"fwd"`` overrides applied."""
+    return {**{k: v for k, v in cfg.items() if k != "fwd"}, **cfg.get("fwd", {})}
 
 
 def _dot_in_f32(hidden: torch.Tensor) -> bool:
@@ -370,10 +381,11 @@ class _TritonLogProbEntropy(torch.autograd.Function):
         v = weight.shape[0]
         dev = hidden.device
         inv_t = 1.0 / temperature
-        bn, bv, bk = cfg["BLOCK_N"], cfg["BLOCK_V"], cfg["BLOCK_K"]
+        fcfg = forward_config(cfg)
+        bn, bv, bk = fcfg["BLOCK_N"], fcfg["BLOCK_V"], fcfg["BLOCK_K"]
         row_blocks = triton.cdiv(n, bn)
         vocab_tiles = triton.cdiv(v, bv)
-        splits = cfg["splits"] or _num_splits(row_blocks, vocab_tiles, dev)
+        splits = fcfg["splits"] or _num_splits(row_blocks, vocab_tiles, dev)
         splits = max(1, min(splits, vocab_tiles))
         v_per_split = triton.cdiv(vocab_tiles, splits) * bv
         splits = triton.cdiv(v, v_per_split)  # every split non-empty
@@ -403,8 +415,8 @@ class _TritonLogProbEntropy(torch.autograd.Function):
                 BLOCK_N=bn,
                 BLOCK_V=bv,
                 BLOCK_K=bk,
-                num_warps=cfg["num_warps"],
-                num_stages=cfg["num_stages"],
+                num_warps=fcfg["num_warps"],
+                num_stages=fcfg["num_stages"],
             )
         st = merge_splits(part, power_sums)
         out = finalize(st, power_sums)
@@ -524,10 +536,13 @@ def triton_logprob_entropy(
     """Triton backend of :func:`healtrl.kernels.fused_logprob_entropy` (inputs assumed validated).
 
     ``token_chunk``: tokens per backward workspace (default: D workspace <= ``WORKSPACE_BYTES``). ``config``
-    overrides entries of :func:`default_config` (block sizes, ``splits``: vocabulary splits of the forward).
+    overrides entries of :func:`default_config` (block sizes, ``splits``: vocabulary splits of the forward); block
+    sizes given there apply to both kernels unless ``config`` has its own ``"fwd"`` overrides for the forward.
     """
     cfg = default_config(hidden.device, hidden.dtype)
     if config:
+        if "fwd" not in config and set(config) & set(cfg.get("fwd", {})):
+            cfg.pop("fwd")
         cfg.update(config)
     out = _TritonLogProbEntropy.apply(hidden, weight, bias, targets, temperature, bool(power_sums), token_chunk, cfg)
     return LogProbEntropy(*out) if power_sums else LogProbEntropy(out[0], out[1], None, None)
