@@ -438,7 +438,9 @@ def evaluate(claim: Claim, runs: Runs) -> Result:
     return Result(claim, verdict(claim, low, high), values, statistics.fmean(values.values()), (low, high))
 
 
-def table(results: Sequence[Result]) -> str:
+def table(results: Sequence[Result], diagnostics: str | None = None) -> str:
+    """The claims table; with `diagnostics` (a markdown file with one `## <claim id>` section per claim), every
+    verdict other than "held" links to the claim's section there."""
     lines = [
         "| claim | paper | statistic | holds if | mean [95% CI] (seeds) | verdict |",
         "|---|---|---|---|---|---|",
@@ -449,7 +451,10 @@ def table(results: Sequence[Result]) -> str:
             value = f"- ({r.reason})"
         else:
             value = f"{r.mean:.3f} [{r.interval[0]:.3f}, {r.interval[1]:.3f}] ({len(r.values)})"
-        lines.append(f"| {c.text} | {c.source} | {c.statistic} | {c.holds_if()} | {value} | **{r.verdict}** |")
+        verdict = f"**{r.verdict}**"
+        if diagnostics and r.verdict != "held":
+            verdict += f" ([diagnostic]({diagnostics}#{c.id}))"
+        lines.append(f"| {c.text} | {c.source} | {c.statistic} | {c.holds_if()} | {value} | {verdict} |")
     return "\n".join(lines)
 
 
@@ -459,10 +464,15 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
     parser.add_argument("--steps", type=int, default=None, help="runs of this many steps (when several are cached)")
     parser.add_argument("--seeds", type=int, nargs="+", help="only these seeds (default: every cached seed)")
     parser.add_argument("--output", help="write the table (markdown) here as well")
+    parser.add_argument(
+        "--diagnostics",
+        help="a markdown file (path relative to --output's folder) with a '## <claim id>' section per claim: verdicts "
+        "other than 'held' link there",
+    )
     args = parser.parse_args(argv)
     runs = load_runs(args.runs, args.steps, args.seeds)
     results = [evaluate(claim, runs) for claim in CLAIMS]
-    text = table(results)
+    text = table(results, args.diagnostics)
     print(text)
     if args.output:
         command = "python benchmarks/claims.py " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -106,6 +106,7 @@ def regime_size(task: str, regime: str) -> int:
 K = 16  # held-out samples per problem
 RESULTS_DIR = os.path.join(HERE, "results")
 RUNS_SUBDIR = "toy_study_runs"
+DIAGNOSTICS = "diagnostics.md"  # hand-written, beside claims.md: one "## <claim id>" section per claim not held
 FORMAT = 1  # version of the cached run JSON
 
 # name -> (label, figure group, source, entropy_methods.RUNS key or None, notes for the table).
@@ -151,6 +152,11 @@ METHODS: dict[str, tuple[str, str, str, str | None, str]] = {
         "strict on-policy (1 update per rollout batch, ratio 1, clipping inert), eq. 6 estimator, adaptive lambda*; "
         "lr decays linearly like every run here (opefo_toy.md: constant)",
     ),
+    # OPEFO's variants (opt-in; the diagnosis of OPEFO in the reasoning world): OPEFOConfig fields in OPEFO_VARIANTS
+    "opefo_exact": ("OPEFO, exact estimator", "entropy control", "opefo", None, "entropy_change_estimator exact"),
+    "opefo_static": ("OPEFO, static lambda", "entropy control", "opefo", None, "Table 2: lambda fixed at 0.001"),
+    "opefo_pos": ("OPEFO, S+ only", "entropy control", "opefo", None, "Table 2: lambda* rescales S+ tokens only"),
+    "opefo_neg": ("OPEFO, S- only", "entropy control", "opefo", None, "Table 2: lambda* rescales S- tokens only"),
     "entropy_loss": ("Entropy loss", "TRL baselines", "runs", "entropy_loss", "TRL entropy_coef 0.01"),
     "adaptive_entropy": (
         "Adaptive entropy",
@@ -185,7 +191,15 @@ METHODS: dict[str, tuple[str, str, str, str | None, str]] = {
     "entropy_adv": ("Entropy-Adv", "Cov baselines", "runs", "entropy_adv", "alpha 0.4, kappa 2"),
 }
 GROUPS = ("HEAL", "entropy control", "TRL baselines", "Cov baselines")
-ABLATIONS = ("neg_only", "pos_only", "rand_pos_clip")  # opt-in: not part of the default study
+# OPEFOConfig fields of each OPEFO method (the paper's defaults for "opefo")
+OPEFO_VARIANTS = {
+    "opefo": {},
+    "opefo_exact": {"entropy_change_estimator": "exact"},
+    "opefo_static": {"lambda_mode": "static"},
+    "opefo_pos": {"balance_sides": "pos"},
+    "opefo_neg": {"balance_sides": "neg"},
+}
+ABLATIONS = ("neg_only", "pos_only", "rand_pos_clip", *(m for m in OPEFO_VARIANTS if m != "opefo"))  # opt-in
 DEFAULT_METHODS = [m for m in METHODS if m not in ABLATIONS]
 GRPO_COLOR = "black"
 
@@ -197,7 +211,7 @@ SERIES = {
     "policy_entropy": ("entropy",),  # entropy of the loss forward (all tokens of the update batch)
     # Diagnostics of the entropy controllers (absent from runs cached before they were added).
     "zero_std": ("frac_reward_zero_std",),  # share of groups whose rewards are all equal: no policy gradient
-    "controller": ("aer/alpha", "posadv/lambda"),  # AER's global alpha, PosAdv's lambda
+    "controller": ("aer/alpha", "posadv/lambda", "opefo/lambda"),  # AER's global alpha, PosAdv's / OPEFO's lambda
     "hard_frac": ("aer/hard_frac",),  # AER: share of prompts with group accuracy below rho
     # Entropy flow (healtrl.diagnostics, `entropy_flow_diagnostics`): the step's summed predicted entropy change.
     "flow_net": ("entropy_flow/net",),
@@ -263,7 +277,7 @@ def _make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str,
             raise RuntimeError("heal_toy's grpo run no longer logs rollout entropies; toy_study needs them.")
         return trainer, tokenizer
     if source == "opefo":
-        trainer_cls, config_cls, overrides = OPEFOTrainer, OPEFOConfig, {}
+        trainer_cls, config_cls, overrides = OPEFOTrainer, OPEFOConfig, dict(OPEFO_VARIANTS[method])
     else:
         import entropy_methods
 
@@ -489,8 +503,10 @@ def plot(records: dict, methods: Sequence[str], regimes: Sequence[str], path: st
             if col == 0:
                 ax.set_ylabel("target-domain entropy (nats/token)")
             ax.legend(fontsize=7, loc="best")
+    task = next(iter(records.values()))[0].get("task", "add") if records else "add"
+    world = {"add": "Toy world", "countdown": "Reasoning world (Countdown)"}.get(task, f"{task} world")
     fig.suptitle(
-        "Toy world: target-domain rollout entropy\n"
+        f"{world}: target-domain rollout entropy\n"
         f"mean over seeds, band = min-max, {smooth_window}-step moving average, log scale",
         fontsize=10,
     )
@@ -699,8 +715,8 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
         f"H@s / R@s: mean target-rollout entropy / training reward over the {args.window} steps ending at step s (H@1: "
         "the first step). AER's target is H* = tau x H0 = 0.4 x H@1; entropy-guided PosAdv's threshold is delta = "
         "0.2. zero-std: share of the step's groups whose 8 rewards are all equal, which give no policy gradient. alpha "
-        "or lambda: AER's global scale alpha or PosAdv's lambda at that step (empty for the other methods and for runs "
-        "cached before these series were recorded, whose zero-std cells read —).",
+        "or lambda: AER's global scale alpha, PosAdv's lambda or OPEFO's lambda* at that step (empty for the other "
+        "methods and for runs cached before these series were recorded, whose zero-std cells read —).",
         "",
     ]
     lines += fixed_steps_table(records, args.methods, args.regimes, args.steps, args.window)
@@ -857,6 +873,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         claims_md = os.path.join(args.output_dir, "claims.md")
         claims.main(
             ["--runs", runs_dir, "--steps", str(args.steps), "--seeds", *map(str, args.seeds), "--output", claims_md]
+            + (["--diagnostics", DIAGNOSTICS] if os.path.exists(os.path.join(args.output_dir, DIAGNOSTICS)) else [])
         )
     return {
         "claims": claims_md,
