@@ -141,9 +141,13 @@ def paired(runs: Runs, a: tuple[str, str], b: tuple[str, str], stat: Callable[[d
 
 
 def pass_at(record: dict, k: int) -> float:
-    table = (record.get("held_out") or {}).get("pass_at") or {}
+    held = record.get("held_out") or {}
+    table = held.get("pass_at") or {}
     if str(k) not in table:
         raise NotMeasured(f"no held-out pass@{k}")
+    if record.get("task") == "countdown" and "scorer" not in held:
+        # cached before toy_reward verified registry rows: those scores counted one reference path only
+        raise NotMeasured("held-out scores of this run exact-matched one reference path (rerun it)")
     return float(table[str(k)])
 
 

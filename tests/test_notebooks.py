@@ -3,7 +3,7 @@
 The small path (`HEALTRL_NOTEBOOK_SMALL=1`) trains healtrl's offline toy model for a few dozen steps on the CPU, with
 no network. Each notebook runs with nbclient in a fresh `python3` kernel whose working directory is a temporary folder
 and whose `PYTHONPATH` starts with this checkout (so it imports this checkout's healtrl). One of them (01_heal)
-runs in the default suite, which CI runs (issue #8); the other five are marked slow (`.ci/release` runs them). Cells
+runs in the default suite, which CI runs (issue #8); the other six are marked slow (`.ci/release` runs them). Cells
 are found by their tags (`install`, `small-switch`, `plot`, `eval`, `save`, `push`, `summary`), which
 `notebooks/_build.py` sets.
 """
@@ -27,12 +27,15 @@ from nbclient import NotebookClient
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO / "notebooks"
-NAMES = ["00_overview", "01_heal", "02_aer", "03_posadv", "04_opefo", "05_baselines"]
+NAMES = ["00_overview", "01_heal", "02_aer", "03_posadv", "04_opefo", "05_baselines", "06_reasoning_world"]
 TAGS = ("install", "small-switch", "plot", "entropy-view", "eval", "save", "push", "summary")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # The issue's bound for one notebook in CI on 2 cores; each takes well under a minute here (README of notebooks/).
 MAX_SECONDS = 180
 CELL_TIMEOUT = 600  # one cell; a hung kernel fails the test instead of blocking CI
+# What the saved model's card names on the small path (base model, data), where it is not a toy-add run: the
+# reasoning world's notebook starts from a tiny build of the world in its folder (`.../toy-qwen2-countdown+sumchain-*`).
+CARD_NAMES = {"06_reasoning_world": ("qwen2-countdown+sumchain", "healtrl-toy/countdown")}
 
 # Config fields and values that only make sense on a GPU; `bf16=False` and the like are fine anywhere.
 GPU_FIELDS = {"bf16", "fp16", "tf32", "bf16_full_eval", "fp16_full_eval", "use_vllm", "vllm_mode"}
@@ -442,7 +445,7 @@ def test_stored_outputs_show_the_results(name):
     assert nb.metadata["healtrl"]["outputs"]["path"].startswith("small")
 
 
-# 01_heal (the fastest, ~40 s) runs in the default suite; the other five (~45-60 s each) are marked slow.
+# 01_heal (the fastest, ~40 s) runs in the default suite; the other six (~45-120 s each) are marked slow.
 @pytest.mark.parametrize("name", [n if n == "01_heal" else pytest.param(n, marks=pytest.mark.slow) for n in NAMES])
 def test_notebook_runs_on_the_small_path(name, tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -488,7 +491,8 @@ def test_notebook_runs_on_the_small_path(name, tmp_path, monkeypatch):
         assert card.is_file(), f"{name}: no model card in {folder}"
         text = card.read_text()
         assert text.startswith("---") and "healtrl" in text
-        assert "healtrl-toy/" in text and "toy-add" in text  # the base model and data as the notebook names them
+        base, data = CARD_NAMES.get(name, ("healtrl-toy/", "toy-add"))
+        assert base in text and data in text  # the base model and data as the notebook names them
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(path)
         ids = tokenizer.apply_chat_template(

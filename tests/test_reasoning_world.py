@@ -92,6 +92,23 @@ def test_toy_reward_verifies_countdown_rows_and_exact_matches_the_others():
     assert toy_reward(completions=[other], answer=[reference], task=["countdown"]) == [0.0]
 
 
+def test_registry_rows_are_verified_too():
+    """Rows loaded through healtrl.tasks carry the registry name (`toy-countdown`): the verifier scores them, so any
+    correct path counts (this held-out evaluation once exact-matched one reference path)."""
+    from healtrl.tasks import load_task
+
+    row = load_task("toy-countdown", split="test")[0]  # what healtrl.evaluation.evaluate scores
+    numbers, target = countdown.parse_countdown(row["prompt"][-1]["content"])
+    paths = countdown.solutions(numbers, target)
+    assert len(paths) >= 2
+    prompts = [row["prompt"]] * len(paths)
+    scores = toy_reward(
+        prompts=prompts, completions=paths, answer=[row["answer"]] * len(paths), task=[row["task"]] * len(paths)
+    )
+    assert row["task"] == "toy-countdown" and scores == [1.0] * len(paths)
+    assert toy_reward(prompts=prompts[:1], completions=["1+1=2"], answer=[row["answer"]], task=[row["task"]]) == [0.0]
+
+
 def test_held_out_indices_are_the_test_split():
     for family in ("countdown", "sumchain", "add"):
         test = make_split(family, 1, 20, seed=0)["test"]

@@ -265,7 +265,9 @@ def _question(prompt) -> str | None:
 def _score(completion, answer, task=None, prompt=None) -> float:
     try:
         text = completion_text(completion)
-        family = FAMILIES.get(task) if isinstance(task, str) else None
+        # `task` is a family ("countdown", the toy datasets' column) or a registry task ("toy-countdown", the column of
+        # rows loaded through healtrl.tasks): both name the same family and its verifier.
+        family = FAMILIES.get(task.removeprefix("toy-")) if isinstance(task, str) else None
         question = _question(prompt) if prompt is not None else None
         if task is None and question is not None and countdown.parse_countdown(question) is not None:
             family = FAMILIES["countdown"]  # a Countdown question without its `task` column is still verified
