@@ -153,6 +153,8 @@ def test_initial_entropy_estimated_before_training(tmp_path):
     assert trainer.initial_entropy != pytest.approx(steps_of(hist, "aer/entropy")[1], rel=1e-9)
 
 
+# ~15 s (a fresh run and a resume); slow for the suite's 10-minute budget, .ci/release runs it
+@pytest.mark.slow
 def test_initial_entropy_estimated_before_a_fresh_run_only(tmp_path, monkeypatch):
     """The base trainer's `before_training` hook (AER overrides no TRL method) estimates H0 once, before TRL's training
     loop of a fresh run; a resumed run takes H0 from the checkpoint's method state instead."""

@@ -101,6 +101,8 @@ def test_stage_and_epoch_schedules_in_training(tmp_path):
     assert lam == pytest.approx({8: 0.0, 16: 1.0})
 
 
+# ~15 s (three trainings); slow for the suite's 10-minute budget, .ci/release runs it
+@pytest.mark.slow
 def test_rand_pos_clip_reproducible_and_resumable(tmp_path):
     def run(out, **kw):
         trainer = build_trainer(
