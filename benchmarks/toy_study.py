@@ -662,6 +662,15 @@ def fixed_steps_table(records: dict, methods: Sequence[str], regimes: Sequence[s
     return lines
 
 
+def _notes(method: str, task: str) -> str:
+    """The table's notes for `method`: its METHODS notes, or the world's overrides where it has some."""
+    overrides = WORLD_OVERRIDES.get(task, {}).get(method)
+    if overrides:
+        fields = ", ".join(f"{k} {v}" for k, v in overrides.items())
+        return f"in this world: {fields} (so the importance ratio departs from 1 and clipping acts)"
+    return METHODS[method][4]
+
+
 def write_report(args, records: dict, wall_seconds: float, trained: int, cached: int) -> str:
     """Write the PNG and the markdown table; return the markdown path."""
     import torch
@@ -718,7 +727,7 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
             lines.append(
                 f"| {regime} | {METHODS[m][0]} | "
                 + " | ".join(cells)
-                + f" | {statistics.mean(x['seconds'] for x in s):.0f} | {METHODS[m][4]} |"
+                + f" | {statistics.mean(x['seconds'] for x in s):.0f} | {_notes(m, args.task)} |"
             )
     lines += ["", "## What held and what did not", ""]
     lines += findings(records, args.methods, args.regimes, args.window, args.task)
@@ -886,7 +895,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     if args.pairs is not None and set(claims.CLAIM_PAIRS) <= set(args.pairs):
         claims_md = os.path.join(args.output_dir, "claims.md")
         claims.main(
-            ["--runs", runs_dir, "--steps", str(args.steps), "--seeds", *map(str, args.seeds), "--output", claims_md]
+            ["--runs", os.path.relpath(runs_dir), "--steps", str(args.steps), "--seeds", *map(str, args.seeds)]
+            + ["--output", os.path.relpath(claims_md)]
             + (["--diagnostics", DIAGNOSTICS] if os.path.exists(os.path.join(args.output_dir, DIAGNOSTICS)) else [])
         )
     return {
