@@ -99,9 +99,9 @@ def dispatcher_variants(capability: int, dtypes: tuple[str, ...] = ("bf16", "fp1
     """Every (kernel, dtype, constexpr flags, config) the dispatcher can launch on a CUDA device of ``capability``.
 
     The configuration is ``default_config`` for that compute capability (it differs per architecture: fp32 on
-    sm_100 uses 3 pipeline stages; bf16/fp16 forward on sm_90 its own tile, ``forward_config``). On CUDA ``IEEE`` is ``dtype == fp32`` and ``DOT_F32`` is False (it is an
-    interpreter-only workaround); the backward always has ``B`` and has ``A`` (entropy gradient) and/or ``C``
-    (log-prob gradient), never neither.
+    sm_100 uses 3 pipeline stages; the bf16/fp16 forward on sm_90 has its own tile, ``forward_config``). On CUDA
+    ``IEEE`` is ``dtype == fp32`` and ``DOT_F32`` is False (it is an interpreter-only workaround); the backward always
+    has ``B`` and has ``A`` (entropy gradient) and/or ``C`` (log-prob gradient), never neither.
     """
     from .triton_fused import default_config, forward_config
 
