@@ -23,16 +23,21 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from healtrl.functional.opefo import opefo_lambda_from_sums  # noqa: E402
+
 RUNS = os.path.join(HERE, "results", "reasoning_study", "opefo_diagnosis", "toy_study_runs")
 METHODS = (("grpo", "GRPO"), ("opefo", "OPEFO, eq. 6 (paper)"), ("opefo_exact", "OPEFO, exact estimator"))
 STEPS = (1, 10, 25, 50, 75, 100)
 
 
 def lambda_eq6(series: dict, step: int) -> float | None:
+    """lambda* of OPEFO eq. 9 from the run's logged eq. 6 flow sums at `step` (healtrl.functional's own formula)."""
     inc, dec = series["flow_increase"][step - 1], series["flow_decrease"][step - 1]
     if inc is None or dec is None:
         return None
-    return (abs(dec) - inc) / max(abs(dec) + inc, 1e-12)  # OPEFO eq. 9 with eq. 6's flow
+    return float(opefo_lambda_from_sums(inc, abs(dec)))
 
 
 def cell(value: float | None, digits: int = 3) -> str:
