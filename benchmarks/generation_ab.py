@@ -21,8 +21,10 @@ import statistics
 import sys
 import time
 
-import step_smollm2  # a sibling script: the model, task and config of the whole-step benchmark
-from step_smollm2 import MODEL, TASK
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the sibling scripts, also when run in-process
+
+import step_smollm2  # noqa: E402  (a sibling script: the model, task and config of the whole-step benchmark)
+from step_smollm2 import MODEL, TASK  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

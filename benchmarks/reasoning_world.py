@@ -26,6 +26,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)  # the sibling scripts, also when run in-process
 
 from main_job_seeds import cpu_name  # noqa: E402  (a sibling script)
 
