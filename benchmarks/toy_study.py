@@ -33,15 +33,18 @@ additions (16 samples each at temperature 1; pass@1 from 16 samples equals avg@1
 
 Runs go to a pool of `--jobs` worker processes (spawned, one torch thread each); each finished run is cached as JSON in
 `<output-dir>/toy_study_runs/` (with its wall and CPU time) and reused by later invocations, so an interrupted study
-resumes where it stopped; scratch (trainer folders, HEAL's selection per seed) goes to `--work-dir`. The figure
-(`toy_study.png`) and the table (`toy_study.md`) are written into `--output-dir` from the cache, for the requested
-subset. Default: 200 steps per run, 3 seeds, 2 jobs (78 runs).
+resumes where it stopped; scratch (trainer folders, HEAL's selection per seed) goes to `--work-dir`. The figures
+(`toy_study.png`: entropy per step, `toy_study_reward.png`: training reward per step, `toy_study_pass_at_k.png`:
+held-out pass@k for k = 1..16; one panel per regime and method group) and the table (`toy_study.md`) are written into
+`--output-dir` from the cache, for the requested subset. Default: 200 steps per run, 3 seeds, 2 jobs (78 runs).
 
     python benchmarks/toy_study.py                                   # the whole study (3 seeds, 2 regimes, 13 methods)
     python benchmarks/toy_study.py --seeds 0 --steps 5 --methods grpo heal --regimes few_shot --output-dir /tmp/s
     python benchmarks/toy_study.py --report-only                     # figure + table from the cache, no training
     python benchmarks/toy_study.py --task mul --methods grpo aer posadv neg_only --regimes few_shot --steps 400 \
         --output-dir benchmarks/results/entropy_control_toy_mul          # the issue #4 evidence on multiplication
+    python benchmarks/toy_study.py --task countdown --pairs all --seeds 0 1 2 3 4 --steps 100 --jobs 2
+                                       # the reasoning world's study: every trainer and baseline + the claims table
 """
 
 from __future__ import annotations
@@ -203,6 +206,9 @@ OPEFO_VARIANTS = {
 }
 ABLATIONS = ("neg_only", "pos_only", "rand_pos_clip", *(m for m in OPEFO_VARIANTS if m != "opefo"))  # opt-in
 DEFAULT_METHODS = [m for m in METHODS if m not in ABLATIONS]
+# `--pairs all`: every trainer and every baseline its paper compares against (Rand-Pos-Clip is PosAdv's Fig. 5
+# baseline), in both regimes; the claims' pairs add PosAdv's two ablations (few-shot). OPEFO's variants stay opt-in.
+STUDY_METHODS = [*DEFAULT_METHODS, "rand_pos_clip"]
 GRPO_COLOR = "black"
 
 # Per-step series kept in a run's JSON: name -> log keys, first present wins (heal_toy's keys: HEAL logs per domain).
@@ -469,9 +475,22 @@ def smooth(values: Sequence[float | None], window: int) -> list[float]:
     return [window_mean(values, t, window) for t in range(1, len(values) + 1)]
 
 
-def plot(records: dict, methods: Sequence[str], regimes: Sequence[str], path: str, smooth_window: int) -> None:
-    """Target-domain entropy vs step: one row per regime, one column per method group; mean over seeds (line) and
-    min-max over seeds (band) of each seed's moving average; GRPO in black in every panel."""
+def _curve_grid(
+    records: dict,
+    methods: Sequence[str],
+    regimes: Sequence[str],
+    path: str,
+    curve,
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    log_y: bool = False,
+    log2_x: bool = False,
+) -> None:
+    """One figure: one row per regime, one column per method group; `curve(record) -> (xs, ys)` per run, drawn as
+    the mean over seeds (line) and min-max over seeds (band); GRPO thick and black in every panel. Runs whose curve is
+    all NaN (e.g. held-out scores that were not measured) are left out."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -488,45 +507,103 @@ def plot(records: dict, methods: Sequence[str], regimes: Sequence[str], path: st
         if m != "grpo":
             colors[m] = palette[i % len(palette)]
             i += 1
+    task = next(iter(records.values()))[0].get("task", "add") if records else "add"
     for row, regime in enumerate(regimes):
         for col, group in enumerate(groups):
             ax = axes[row][col]
             shown = [m for m in methods if m == "grpo" or METHODS[m][1] == group]
             for m in shown:
-                curves = [smooth(r["series"]["entropy_target"], smooth_window) for r in records.get((m, regime), [])]
+                curves = [curve(r) for r in records.get((m, regime), [])]
+                curves = [(xs, ys) for xs, ys in curves if any(y == y for y in ys)]
                 if not curves:
                     continue
-                steps = range(1, len(curves[0]) + 1)
-                by_step = list(zip(*curves))
-                mean = [statistics.mean(v) if all(x == x for x in v) else math.nan for v in by_step]
-                lo = [min(v) for v in by_step]
-                hi = [max(v) for v in by_step]
+                xs = curves[0][0]
+                by_x = list(zip(*(ys for _, ys in curves)))
+                mean = [statistics.mean(v) if all(y == y for y in v) else math.nan for v in by_x]
+                lo = [min(v) for v in by_x]
+                hi = [max(v) for v in by_x]
                 # GRPO thick and underneath: a method whose curve equals GRPO's (Clip-Higher) shows inside it.
                 color, z = (GRPO_COLOR, 1) if m == "grpo" else (colors[m], 2)
-                ax.plot(steps, mean, color=color, lw=2.6 if m == "grpo" else 1.3, label=METHODS[m][0], zorder=z + 0.5)
-                ax.fill_between(steps, lo, hi, color=color, alpha=0.12, lw=0, zorder=z)
-            ax.set_yscale("log")  # OPEFO's blow-up (~4 nats) and GRPO's collapse (~0.04) in one panel
-            ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-            ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.2g"))
-            ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+                label = METHODS[m][0] + (f" ({len(curves)} seeds)" if len(curves) != len(records[(m, regime)]) else "")
+                ax.plot(xs, mean, color=color, lw=2.6 if m == "grpo" else 1.3, label=label, zorder=z + 0.5)
+                ax.fill_between(xs, lo, hi, color=color, alpha=0.12, lw=0, zorder=z)
+            if log_y:  # OPEFO's blow-up (~4 nats) and GRPO's collapse (~0.04) in one panel
+                ax.set_yscale("log")
+                ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.2g"))
+                ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+            if log2_x:
+                ax.set_xscale("log", base=2)
+                ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%d"))
             ax.grid(True, which="both", alpha=0.3, lw=0.5)
-            size = regime_size(next(iter(records.values()))[0].get("task", "add"), regime) if records else "?"
+            size = regime_size(task, regime) if records else "?"
             ax.set_title(f"{regime.replace('_', '-')} ({size} target problems): {group}", fontsize=9)
             if row == len(regimes) - 1:
-                ax.set_xlabel("training step")
+                ax.set_xlabel(xlabel)
             if col == 0:
-                ax.set_ylabel("target-domain entropy (nats/token)")
+                ax.set_ylabel(ylabel)
             ax.legend(fontsize=7, loc="best")
-    task = next(iter(records.values()))[0].get("task", "add") if records else "add"
     world = {"add": "Toy world", "countdown": "Reasoning world (Countdown)"}.get(task, f"{task} world")
-    fig.suptitle(
-        f"{world}: target-domain rollout entropy\n"
-        f"mean over seeds, band = min-max, {smooth_window}-step moving average, log scale",
-        fontsize=10,
-    )
+    fig.suptitle(f"{world}: {title}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+# The figures of the report: file name -> (what it shows, as the markdown's image text)
+FIGURES = {
+    "toy_study.png": "target-domain entropy per step",
+    "toy_study_reward.png": "training reward per step",
+    "toy_study_pass_at_k.png": "held-out pass@k after training",
+}
+
+
+def plot(records: dict, methods: Sequence[str], regimes: Sequence[str], path: str, smooth_window: int) -> list[str]:
+    """The report's figures (`FIGURES`) in the folder of `path` (`toy_study.png`: the entropy curves): target-domain
+    rollout entropy and training reward per step (moving averages), and held-out pass@k for k = 1..K after training.
+    Returns the paths written."""
+    folder = os.path.dirname(path) or "."
+    paths = [path, os.path.join(folder, "toy_study_reward.png"), os.path.join(folder, "toy_study_pass_at_k.png")]
+    band = f"mean over seeds, band = min-max, {smooth_window}-step moving average"
+
+    def per_step(name):
+        return lambda r: (range(1, r["steps"] + 1), smooth(r["series"][name], smooth_window))
+
+    ks = [2**j for j in range(K.bit_length()) if 2**j <= K]
+    _curve_grid(
+        records,
+        methods,
+        regimes,
+        paths[0],
+        per_step("entropy_target"),
+        log_y=True,
+        title=f"target-domain rollout entropy\n{band}, log scale",
+        xlabel="training step",
+        ylabel="target-domain entropy (nats/token)",
+    )
+    _curve_grid(
+        records,
+        methods,
+        regimes,
+        paths[1],
+        per_step("reward_target"),
+        title=f"accuracy reward of the target rollouts (training problems)\n{band}",
+        xlabel="training step",
+        ylabel="training reward",
+    )
+    _curve_grid(
+        records,
+        methods,
+        regimes,
+        paths[2],
+        lambda r: (ks, [r["held_out"]["pass_at"].get(str(k), math.nan) for k in ks]),
+        log2_x=True,
+        title=f"unbiased pass@k on the held-out problems after training ({K} samples each, temperature 1)\n"
+        "mean over seeds, band = min-max",
+        xlabel="k",
+        ylabel="held-out pass@k",
+    )
+    return paths
 
 
 def _paired(records: dict, method: str, regime: str, key: str, window: int) -> dict[int, float]:
@@ -712,8 +789,7 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
         "",
         "## Results",
         "",
-        "![entropy curves](toy_study.png)",
-        "",
+        *(f"![{what}]({name})\n" for name, what in FIGURES.items()),
         "| data | method | final reward (train) | held-out avg@16 | pass@4 | pass@16 | final entropy | s/run | notes |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -752,7 +828,8 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
 # Driver
 # ---------------------------------------------------------------------------------------------------------------------
 def _parse_pairs(parser: argparse.ArgumentParser, values: Sequence[str] | None) -> list[tuple[str, str]] | None:
-    """`--pairs` as [(method, regime), ...] in the given order; "claims" expands to `claims.CLAIM_PAIRS`."""
+    """`--pairs` as [(method, regime), ...] in the given order; "claims" expands to `claims.CLAIM_PAIRS`, "all" to
+    `STUDY_METHODS` x `REGIMES` followed by the claims' pairs."""
     if values is None:
         return None
     pairs = []
@@ -760,11 +837,14 @@ def _parse_pairs(parser: argparse.ArgumentParser, values: Sequence[str] | None) 
         if value == "claims":
             pairs += list(claims.CLAIM_PAIRS)
             continue
+        if value == "all":
+            pairs += [(m, r) for r in REGIMES for m in STUDY_METHODS] + list(claims.CLAIM_PAIRS)
+            continue
         method, sep, regime = value.partition(":")
         if not sep or method not in METHODS or regime not in REGIMES:
             parser.error(
                 f"--pairs {value!r}: write METHOD:REGIME with METHOD in {', '.join(METHODS)} and REGIME in "
-                f"{', '.join(REGIMES)} (e.g. grpo:few_shot), or 'claims'."
+                f"{', '.join(REGIMES)} (e.g. grpo:few_shot), 'claims' or 'all'."
             )
         pairs.append((method, regime))
     return list(dict.fromkeys(pairs))
@@ -796,7 +876,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         nargs="+",
         metavar="METHOD:REGIME",
         help="run these (method, regime) pairs instead of --methods x --regimes; 'claims' stands for the pairs "
-        "benchmarks/claims.py reads (claims.CLAIM_PAIRS); with it the claims table is written too (claims.md)",
+        "benchmarks/claims.py reads (claims.CLAIM_PAIRS), 'all' for every trainer and baseline (STUDY_METHODS) in "
+        "both regimes plus those pairs; when the pairs include the claims' ones, the claims table is written too "
+        "(claims.md)",
     )
     parser.add_argument("--report-only", action="store_true", help="no training: figure + table from cached runs")
     args = parser.parse_args(argv)
@@ -890,7 +972,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         runs.sort(key=lambda r: r["seed"])
     markdown = write_report(args, records, time.perf_counter() - start, len(trained), cached)
     print("\n".join(fixed_steps_table(records, args.methods, args.regimes, args.steps, args.window)), flush=True)
-    print(f"wrote {markdown} and {os.path.join(args.output_dir, 'toy_study.png')}", flush=True)
+    print(f"wrote {markdown} and {', '.join(os.path.join(args.output_dir, name) for name in FIGURES)}", flush=True)
     claims_md = None
     if args.pairs is not None and set(claims.CLAIM_PAIRS) <= set(args.pairs):
         claims_md = os.path.join(args.output_dir, "claims.md")
@@ -905,6 +987,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "trained": trained,
         "markdown": markdown,
         "png": os.path.join(args.output_dir, "toy_study.png"),
+        "figures": [os.path.join(args.output_dir, name) for name in FIGURES],
     }
 
 

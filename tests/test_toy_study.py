@@ -53,6 +53,14 @@ def test_pairs_choose_the_runs_and_are_checked():
     assert args.methods == ["heal", "aer"] and args.regimes == ["few_shot", "full"]
     args = toy_study.parse_args(["--task", "countdown", "--pairs", "claims"])
     assert args.pairs == list(toy_study.claims.CLAIM_PAIRS)
+    # 'all': every trainer and baseline in both regimes, then the claims' (ablation) pairs, each once
+    args = toy_study.parse_args(["--task", "countdown", "--pairs", "all"])
+    every = {(m, r) for m in toy_study.STUDY_METHODS for r in toy_study.REGIMES}
+    assert set(args.pairs) == every | set(toy_study.claims.CLAIM_PAIRS) and len(args.pairs) == len(set(args.pairs))
+    assert {"grpo", "hybrid", "heal", "aer", "posadv", "opefo", "rand_pos_clip", "clip_cov", "kl_cov"} <= {
+        m for m, _ in every
+    }
+    assert not any(m.startswith("opefo_") for m, _ in args.pairs)  # OPEFO's Table 2 variants stay opt-in
     for bad in ("heal", "heal:some", "nope:full"):
         with pytest.raises(SystemExit):
             toy_study.parse_args(["--pairs", bad])
@@ -67,6 +75,11 @@ def test_study_subset_writes_table_and_figure_and_reuses_cache(tmp_path, monkeyp
     png = Path(result["png"])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     markdown = Path(result["markdown"]).read_text()
+    # entropy, reward and held-out pass@k figures, each written and linked from the report
+    assert [Path(p).name for p in result["figures"]] == list(toy_study.FIGURES) and len(result["figures"]) == 3
+    for figure in result["figures"]:
+        assert Path(figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"]({Path(figure).name})" in markdown
     rows = table_rows(markdown)
     assert set(rows) == {toy_study.METHODS[m][0] for m in METHODS}
     assert "## What held and what did not" in markdown
