@@ -519,9 +519,12 @@ def test_citations_agree_with_citation_cff():
     assert f"version = {{{cff['version']}}}" in HEALTRL_CITATION and cff["license"] in HEALTRL_CITATION
     assert cff["authors"][0]["name"] in HEALTRL_CITATION
     titles = {ref["title"] for ref in cff["references"]}
+    identifiers = {ident["value"] for ref in cff["references"] for ident in ref.get("identifiers", [])}
     for cls in (HEALTrainer, AERTrainer, PosAdvTrainer, OPEFOTrainer):
         assert cls._paper["title"] in titles, cls.__name__
         assert "{{" + cls._paper["title"] + "}}" in cls._paper["citation"]
+        # the same arXiv id in the card's link, its BibTeX and CITATION.cff
+        assert f"arXiv:{cls._paper['id']}" in identifiers and f"arXiv:{cls._paper['id']}" in cls._paper["citation"]
     # every card field names a config field (a typo would fail at save time)
     for case in CASES.values():
         config_fields = set(case["config"].__dataclass_fields__)
