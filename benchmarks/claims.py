@@ -458,8 +458,14 @@ def table(results: Sequence[Result], diagnostics: str | None = None) -> str:
         verdict = f"**{r.verdict}**"
         if diagnostics and r.verdict != "held":
             verdict += f" ([diagnostic]({diagnostics}#{c.id}))"
-        lines.append(f"| {c.text} | {c.source} | {c.statistic} | {c.holds_if()} | {value} | {verdict} |")
+        cells = (c.text, c.source, c.statistic, c.holds_if(), value, verdict)
+        lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
     return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    """A markdown table cell: a `|` inside it (an absolute value, |x|) escaped, so it does not split the row."""
+    return text.replace("|", "\\|")
 
 
 def main(argv: Sequence[str] | None = None) -> list[Result]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -162,3 +163,7 @@ def test_table_links_a_diagnostic_for_every_verdict_but_held():
     for r, line in zip(results, text.splitlines()[2:]):
         assert (f"(diagnostics.md#{r.claim.id})" in line) == (r.verdict != "held"), line
     assert "diagnostics.md" not in claims.table(results)
+    # every row has the header's 6 cells: a statistic written |x| is escaped, not a cell border
+    assert any("\\|AER final entropy" in line for line in text.splitlines())
+    for line in text.splitlines():
+        assert len(re.split(r"(?<!\\)\|", line)) == 8, line
