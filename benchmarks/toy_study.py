@@ -784,8 +784,10 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
         f"{', '.join(map(str, args.seeds))}. Final reward: mean accuracy reward of the target rollouts (training "
         f"prompts) over the last {args.window} steps; final entropy: mean token entropy of the target-domain "
         f"rollouts over the last {args.window} steps. Held out: {K} samples per problem at temperature 1; avg@{K} "
-        f"(= unbiased pass@1), unbiased pass@4 and pass@{K}. Each cell: mean (min-max) over seeds. s/run: wall time "
-        "of one run (training + evaluation) on a possibly shared machine.",
+        f"(= unbiased pass@1), unbiased pass@4 and pass@{K}. Each cell: mean (min-max) over seeds; '[n of m seeds]' "
+        "where only n runs have a valid held-out score (runs evaluated before the verifier scored `toy-countdown` "
+        "rows keep their training series, not their held-out scores: `load_run`). s/run: wall time of one run "
+        "(training + evaluation) on a possibly shared machine.",
         "",
         "## Results",
         "",
@@ -799,7 +801,13 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
             if not runs:
                 continue
             s = [run_summary(r, args.window) for r in runs]
-            cells = [spread([x[key] for x in s]) for key in ("reward", "avg@k", "pass@4", "pass@16", "entropy")]
+            cells = []
+            for key in ("reward", "avg@k", "pass@4", "pass@16", "entropy"):
+                values = [x[key] for x in s]
+                measured = sum(v == v for v in values)  # NaN: a held-out score not measured (see load_run)
+                cells.append(
+                    spread(values) + (f" [{measured} of {len(values)} seeds]" if measured < len(values) else "")
+                )
             lines.append(
                 f"| {regime} | {METHODS[m][0]} | "
                 + " | ".join(cells)
