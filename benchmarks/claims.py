@@ -53,7 +53,8 @@ class NotMeasured(Exception):
     """The runs lack what a statistic needs; the message says what."""
 
 
-# The (method, regime) pairs the claims read: the reasoning world's study runs these (`toy_study.py --pairs claims`).
+# The (method, regime) pairs the claims read (`toy_study.py --pairs claims` trains just these; the whole study,
+# `--pairs all`, trains every trainer and baseline in both regimes and these).
 CLAIM_PAIRS: tuple[tuple[str, str], ...] = (
     ("grpo", "few_shot"),
     ("hybrid", "few_shot"),
