@@ -53,18 +53,30 @@ CANDIDATES = [
     (64, 256, 64, 8, 3),
     (128, 256, 64, 8, 3),
     (256, 64, 64, 8, 3),
+    # (forward tile, backward tile): the Hopper forward of default_config with a larger backward tile
+    ((128, 128, 32, 8, 4), (128, 128, 64, 8, 3)),
+    ((128, 128, 32, 8, 4), (128, 128, 64, 8, 4)),
 ]
 
 
 def label(c) -> str:
-    return "default_config" if c is None else f"{c[0]}x{c[1]}x{c[2]} w{c[3]} s{c[4]}"
+    if c is None:
+        return "default_config"
+    if isinstance(c[0], tuple):
+        return f"fwd {label(c[0])} / bwd {label(c[1])}"
+    return f"{c[0]}x{c[1]}x{c[2]} w{c[3]} s{c[4]}"
+
+
+def _tile(t) -> dict:
+    return {"BLOCK_N": t[0], "BLOCK_V": t[1], "BLOCK_K": t[2], "num_warps": t[3], "num_stages": t[4]}
 
 
 def ours(config):
     cfg = None
-    if config is not None:  # the same tile for the forward and the backward's recompute kernel
-        cfg = {"BLOCK_N": config[0], "BLOCK_V": config[1], "BLOCK_K": config[2], "num_warps": config[3]}
-        cfg["num_stages"] = config[4]
+    if config is not None and isinstance(config[0], tuple):  # a forward tile and a backward tile
+        cfg = {**_tile(config[1]), "fwd": _tile(config[0])}
+    elif config is not None:  # the same tile for the forward and the backward's recompute kernel
+        cfg = _tile(config)
 
     def fn(h, w, y, bias=None, temperature=1.0):  # benchmarks/kernel.py's signature
         out = triton_logprob_entropy(h, w, y, bias=bias, temperature=temperature, config=cfg)

@@ -314,10 +314,12 @@ def default_config(device: torch.device, dtype: torch.dtype, capability: int | N
     # uses 146-176 registers, no spills, and keeps cp.async + wgmma on sm_90 (benchmarks/results/kernel_resources.md).
     cfg = {"BLOCK_N": 128, "BLOCK_V": 64, "BLOCK_K": 64, "GROUP": 8, "num_warps": 8, "num_stages": 3, "splits": None}
     if capability == 90:
-        # Hopper forward: 128 x 128 x 32 tiles, 4 stages (188-255 registers, no spills with Triton 3.9's ptxas).
-        # Measured on an H200 (benchmarks/results/kernel_configs_h200.md): forward 0.72-0.79x the 128 x 64 x 64
-        # tile's time at N=16384, H=4096, V=151936 in two sweeps; the backward's recompute kernel gained nothing
-        # from larger tiles.
+        # Hopper: the backward's recompute kernel at 128 x 128 x 64, 4 stages (127-222 registers, 128 KiB shared, no
+        # spills with Triton 3.9's ptxas); the forward at 128 x 128 x 32, 4 stages (188-255 registers, no spills; at
+        # K = 64 it spills). Measured on an H200 (benchmarks/results/kernel_configs_h200.md, third sweep) at N=16384,
+        # H=4096, V=151936: forward 0.68-0.79x the 128 x 64 x 64 tile's time; forward + backward 1.20x TRL's chunked
+        # function against 1.27x with the backward at 128 x 64 x 64.
+        cfg.update(BLOCK_V=128, num_stages=4)
         cfg["fwd"] = {"BLOCK_V": 128, "BLOCK_K": 32, "num_stages": 4}
     return cfg
 
