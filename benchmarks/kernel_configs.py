@@ -6,9 +6,10 @@ and each shape: forward and forward+backward time (CUDA events, median of ``--re
 order rotated each round, after one warm-up call each), with TRL's chunked function and the four cuBLAS GEMMs of
 ``benchmarks/kernel.py`` (``gemms``, the floor) in the same rounds. Each candidate's numbers are checked before
 they count: forward ``logp`` / entropy against a float64 reference on the first 256 tokens, and the gradients
-(h and W) against those of the default configuration (``default_config``, the one the tests cover; a candidate
-row sets one tile for both kernels). A candidate
-that fails to compile or run is listed with its error.
+(h and W) against those of the default configuration (``default_config``, the one the tests cover). A candidate
+row sets one tile for both kernels, or, written ``fwd A / bwd B``, tile A for the forward and tile B for the
+backward's recompute kernel (a ``"fwd"`` override in ``config``). A candidate that fails to compile or run is listed
+with its error. Timing is ``benchmarks/kernel.py``'s ``timed``.
 
 Usage (one GPU)::
 

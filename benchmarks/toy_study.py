@@ -558,12 +558,10 @@ FIGURES = {
 }
 
 
-def plot(records: dict, methods: Sequence[str], regimes: Sequence[str], path: str, smooth_window: int) -> list[str]:
-    """The report's figures (`FIGURES`) in the folder of `path` (`toy_study.png`: the entropy curves): target-domain
-    rollout entropy and training reward per step (moving averages), and held-out pass@k for k = 1..K after training.
-    Returns the paths written."""
-    folder = os.path.dirname(path) or "."
-    paths = [path, os.path.join(folder, "toy_study_reward.png"), os.path.join(folder, "toy_study_pass_at_k.png")]
+def plot(records: dict, methods: Sequence[str], regimes: Sequence[str], folder: str, smooth_window: int) -> list[str]:
+    """The report's figures (`FIGURES`, in that order) in `folder`: target-domain rollout entropy and training reward
+    per step (moving averages), and held-out pass@k for k = 1..K after training. Returns the paths written."""
+    paths = [os.path.join(folder, name) for name in FIGURES]
     band = f"mean over seeds, band = min-max, {smooth_window}-step moving average"
 
     def per_step(name):
@@ -749,13 +747,12 @@ def _notes(method: str, task: str) -> str:
 
 
 def write_report(args, records: dict, wall_seconds: float, trained: int, cached: int) -> str:
-    """Write the PNG and the markdown table; return the markdown path."""
+    """Write the figures (`FIGURES`) and the markdown table; return the markdown path."""
     import torch
     import trl
 
-    png = os.path.join(args.output_dir, "toy_study.png")
     md = os.path.join(args.output_dir, "toy_study.md")
-    plot(records, args.methods, args.regimes, png, args.smooth)
+    plot(records, args.methods, args.regimes, args.output_dir, args.smooth)
     run_seconds = [r["seconds"]["total"] for v in records.values() for r in v]
     cpu_seconds = [r["seconds"].get("cpu", math.nan) for v in records.values() for r in v]
     command = "python benchmarks/toy_study.py " + " ".join(sys.argv[1:]) if args.command is None else args.command
@@ -922,8 +919,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
         argv: Command-line arguments (default: `sys.argv[1:]`).
 
     Returns:
-        `{"records": {(method, regime): [run record, ...]}, "trained": [(method, regime, seed), ...], "markdown": path,
-        "png": path}`.
+        `{"claims": path or None, "records": {(method, regime): [run record, ...]}, "trained": [(method, regime, seed),
+        ...], "markdown": path, "png": the entropy figure's path, "figures": [every figure's path]}`.
     """
     args = parse_args(argv)
     os.makedirs(args.output_dir, exist_ok=True)
