@@ -34,6 +34,7 @@ import json
 import math
 import os
 import random
+import re
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -469,6 +470,54 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+README_HEADER = "| claim | paper | statistic (holds if) | mean [95% CI] over {seeds} seeds | verdict |"
+
+
+def _cells(row: str) -> list[str]:
+    """The cells of one markdown table row, split at the `|` that are not escaped (`_cell`)."""
+    return [c.strip() for c in re.split(r"(?<!\\)\|", row.strip())[1:-1]]
+
+
+def readme_table(claims_md: str, folder: str) -> str:
+    """The README's form of a claims table written by `main(--output ...)`: statistic and threshold in one column,
+    the seed count in the header instead of every row, and the diagnostics' links made relative to the repository
+    root (`folder`: the claims file's folder, as the README links it). The README's table is this, for the committed
+    `claims.md` (a test checks it; `--readme` rewrites it).
+
+    Args:
+        claims_md: The text of the claims file.
+        folder: The claims file's folder relative to the README.
+    """
+    rows = [
+        _cells(line) for line in claims_md.splitlines() if line.startswith("| ") and not line.startswith("| claim |")
+    ]
+    if not rows:
+        raise ValueError("no claims table in the text given (expected the rows that `table` writes)")
+    seeds, lines = set(), []
+    for claim, paper, statistic, holds_if, value, verdict in rows:
+        match = re.fullmatch(r"(.*) \((\d+)\)", value)
+        if match:  # "mean [lo, hi] (n)"; a claim not measured keeps its "- (reason)"
+            value = match.group(1)
+            seeds.add(match.group(2))
+        verdict = verdict.replace("](diagnostics.md#", f"]({folder}/diagnostics.md#")
+        lines.append(f"| {claim} | {paper} | {statistic} ({holds_if}) | {value} | {verdict} |")
+    return "\n".join([README_HEADER.format(seeds=" / ".join(sorted(seeds))), "|---|---|---|---|---|", *lines])
+
+
+def replace_readme_table(readme: str, claims_md: str, folder: str) -> str:
+    """`readme` with its claims table (the block of rows from the line that starts like `README_HEADER`) replaced by
+    `readme_table(claims_md, folder)`."""
+    lines = readme.splitlines(keepends=True)
+    prefix = README_HEADER.split("{seeds}")[0]
+    starts = [i for i, line in enumerate(lines) if line.startswith(prefix)]
+    if len(starts) != 1:
+        raise ValueError(f"expected one README line starting with {prefix!r}, found {len(starts)}")
+    end = starts[0]
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return "".join(lines[: starts[0]]) + readme_table(claims_md, folder) + "\n" + "".join(lines[end:])
+
+
 def main(argv: Sequence[str] | None = None) -> list[Result]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", required=True, help="a study's run cache (toy_study_runs/)")
@@ -480,7 +529,14 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
         help="a markdown file (path relative to --output's folder) with a '## <claim id>' section per claim: verdicts "
         "other than 'held' link there",
     )
+    parser.add_argument(
+        "--readme",
+        help="rewrite this README's claims table (the rows under its '| claim | paper | statistic (holds if) |' "
+        "header) from --output's table (needs --output)",
+    )
     args = parser.parse_args(argv)
+    if args.readme and not args.output:
+        parser.error("--readme rewrites the README's table from the claims file: give --output too")
     runs = load_runs(args.runs, args.steps, args.seeds)
     results = [evaluate(claim, runs) for claim in CLAIMS]
     text = table(results, args.diagnostics)
@@ -497,6 +553,17 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
         )
         with open(args.output, "w") as f:
             f.write(header + text + "\n")
+    if args.readme:
+        with open(args.output) as f:
+            claims_md = f.read()
+        with open(args.readme) as f:
+            readme = f.read()
+        folder = os.path.relpath(
+            os.path.dirname(os.path.abspath(args.output)), os.path.dirname(os.path.abspath(args.readme))
+        )
+        with open(args.readme, "w") as f:
+            f.write(replace_readme_table(readme, claims_md, folder))
+        print(f"rewrote the claims table of {args.readme}")
     return results
 
 

@@ -167,3 +167,59 @@ def test_table_links_a_diagnostic_for_every_verdict_but_held():
     assert any("\\|AER final entropy" in line for line in text.splitlines())
     for line in text.splitlines():
         assert len(re.split(r"(?<!\\)\|", line)) == 8, line
+
+
+def test_readme_table_is_the_committed_claims_table():
+    """The README's claims table is `claims.md`'s, in the README's form (so a rerun of the study that rewrites
+    `claims.md` cannot leave the README quoting the old numbers: `claims.py --readme README.md` rewrites it)."""
+    root = os.path.join(HERE, "..")
+    folder = "benchmarks/results/reasoning_study"
+    with open(os.path.join(root, folder, "claims.md")) as f:
+        claims_md = f.read()
+    with open(os.path.join(root, "README.md")) as f:
+        readme = f.read()
+    expected = claims.readme_table(claims_md, folder)
+    assert expected in readme
+    assert claims.replace_readme_table(readme, claims_md, folder) == readme
+
+
+def test_readme_table_form_and_rewrite():
+    runs = _runs([_run("grpo", "few_shot", s, [1.0] * 45 + [0.1] * 5) for s in range(3)])
+    results = [claims.evaluate(c, runs) for c in claims.CLAIMS]
+    claims_md = "# title\n\ntext\n\n" + claims.table(results, "diagnostics.md") + "\n"
+    text = claims.readme_table(claims_md, "a/b")
+    lines = text.splitlines()
+    assert lines[0] == claims.README_HEADER.format(seeds="3")
+    assert len(lines) == 2 + len(claims.CLAIMS)
+    collapse = next(line for line in lines if line.startswith(f"| {_claim('grpo-collapse-few').text} |"))
+    assert "(< 0.5) | 0.100 [0.100, 0.100] | **held** |" in collapse  # statistic (threshold), no "(3)" seeds
+    assert "(a/b/diagnostics.md#" in text and "(diagnostics.md#" not in text
+    assert "- (" in text  # the claims these runs cannot measure keep their reason
+    for line in lines:
+        assert len(re.split(r"(?<!\\)\|", line)) == 7, line  # 5 cells; |x| stays escaped
+    # the rewrite replaces exactly the table, and refuses a README without one (or with two)
+    readme = f"# R\n\nbefore\n\n{claims.README_HEADER.format(seeds='9')}\n|---|\n| old | row |\n\nafter\n"
+    assert claims.replace_readme_table(readme, claims_md, "a/b") == f"# R\n\nbefore\n\n{text}\n\nafter\n"
+    with pytest.raises(ValueError, match="found 0"):
+        claims.replace_readme_table("# R\n", claims_md, "a/b")
+    with pytest.raises(ValueError, match="no claims table"):
+        claims.readme_table("# nothing\n", "a/b")
+
+
+def test_readme_option_rewrites_the_readme_and_needs_output(tmp_path, capsys):
+    for seed in range(3):
+        record = _run("grpo", "few_shot", seed, [1.0] * 45 + [0.1] * 5)
+        (tmp_path / f"grpo-few_shot-seed{seed}-50steps.json").write_text(json.dumps(record))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"top\n\n{claims.README_HEADER.format(seeds='1')}\n|---|\n| stale |\n\nend\n")
+    out = tmp_path / "res" / "claims.md"
+    out.parent.mkdir()
+    claims.main(
+        ["--runs", str(tmp_path), "--output", str(out), "--diagnostics", "diagnostics.md", "--readme", str(readme)]
+    )
+    text = readme.read_text()
+    assert "stale" not in text and text.startswith("top\n\n") and text.endswith("\n\nend\n")
+    assert claims.readme_table(out.read_text(), "res") in text
+    with pytest.raises(SystemExit):
+        claims.main(["--runs", str(tmp_path), "--readme", str(readme)])
+    assert "give --output too" in capsys.readouterr().err
