@@ -755,6 +755,7 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
     plot(records, args.methods, args.regimes, args.output_dir, args.smooth)
     run_seconds = [r["seconds"]["total"] for v in records.values() for r in v]
     cpu_seconds = [r["seconds"].get("cpu", math.nan) for v in records.values() for r in v]
+    finished = [str(r.get("finished", "?")) for v in records.values() for r in v]
     command = "python benchmarks/toy_study.py " + " ".join(sys.argv[1:]) if args.command is None else args.command
     lines = [
         "# The reproduction study on the toy world" if args.task == "add" else f"# The study on the {args.task} world",
@@ -765,11 +766,17 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"torch {torch.__version__}, TRL {trl.__version__}; {args.jobs} worker process(es), 1 torch thread each.",
         "",
-        f"Wall time of this invocation: {wall_seconds:.0f} s ({trained} runs trained, {cached} read from the cache "
-        f"`{RUNS_SUBDIR}/`); sum of the per-run wall times (training + held-out evaluation): "
-        f"{sum(run_seconds):.0f} s over {len(run_seconds)} runs; sum of their CPU times: {sum(cpu_seconds):.0f} s "
-        f"(/ {args.jobs} jobs = {sum(cpu_seconds) / args.jobs:.0f} s: what the runs alone would take on "
-        f"{args.jobs} free cores, without process start-up).",
+        (
+            f"Wall time of this invocation: {wall_seconds:.0f} s ({trained} runs trained, {cached} read from the cache "
+            f"`{RUNS_SUBDIR}/`)"
+            if trained
+            else f"This invocation trained no run: all {cached} were read from the cache `{RUNS_SUBDIR}/`"
+        )
+        + f"; the runs finished between {min(finished, default='-')} and {max(finished, default='-')}. "
+        f"Sum of the per-run wall times (training + held-out evaluation): {sum(run_seconds):.0f} s over "
+        f"{len(run_seconds)} runs; sum of their CPU times: {sum(cpu_seconds):.0f} s (/ {args.jobs} jobs = "
+        f"{sum(cpu_seconds) / args.jobs:.0f} s = {sum(cpu_seconds) / args.jobs / 3600:.2f} h: what the runs alone "
+        f"would take on {args.jobs} free cores, without process start-up; the study's cost).",
         "",
         "## Setup",
         "",

@@ -111,7 +111,7 @@ def test_study_subset_writes_table_and_figure_and_reuses_cache(tmp_path, monkeyp
     again = toy_study.main(argv)
     assert again["trained"] == []
     assert [os.path.getmtime(f) for f in files] == mtimes
-    assert re.search(r"0 runs trained, 3 read from the cache", Path(again["markdown"]).read_text())
+    assert re.search(r"trained no run: all 3 were read from the cache", Path(again["markdown"]).read_text())
     assert table_rows(Path(again["markdown"]).read_text()).keys() == rows.keys()
 
 
