@@ -17,7 +17,7 @@ from healtrl.trainers._trl import vllm_sync as _vllm_sync
 
 
 def test_config_field_is_checked():
-    with pytest.raises(ValueError, match="vllm_cpu_weight_sync must be 'auto' or 'off'"):
+    with pytest.raises(ValueError, match="^vllm_cpu_weight_sync must be one of auto, off; got 'nccl'.$"):
         EntropyGRPOConfig(output_dir="unused", vllm_cpu_weight_sync="nccl", use_cpu=True, report_to="none")
     args = EntropyGRPOConfig(output_dir="unused", use_cpu=True, report_to="none")
     assert args.vllm_cpu_weight_sync == "auto" and args.vllm_weight_sync_dir is None

@@ -114,9 +114,19 @@ BOX_CONTEXT_CHARS = 200
 """How far around a box its context is read (`_box_context`): the rest of its line after it, and its sentence before
 it on its line, at most this many characters each way."""
 
-# A hedge next to a box ("probably \boxed{4}", "\boxed{4}, not sure"): `_HEDGE_RE` without "either" ("Either way,
+# The words that make an answer a hedge (regex alternatives), for `math.py`'s `_HEDGE_RE` / `_ALTERNATIVE_RE` and
+# the box context below.
+HEDGE_WORDS = ("maybe", "perhaps", "possibly", "probably", "either", "guess", r"not\s+sure", "unsure")
+
+
+def words_re(words) -> re.Pattern:
+    """A case-insensitive regex matching any of `words` (regex alternatives) as whole words."""
+    return re.compile(r"(?i)\b(?:" + "|".join(words) + r")\b")
+
+
+# A hedge next to a box ("probably \boxed{4}", "\boxed{4}, not sure"): the hedge words without "either" ("Either way,
 # the answer is \boxed{4}" is not a hedge).
-_CONTEXT_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|perhaps|possibly|probably|guess|not\s+sure|unsure)\b")
+_CONTEXT_HEDGE_RE = words_re(w for w in HEDGE_WORDS if w != "either")
 # An alternative offered after a box: "(or 3 if n is even)", "although it might be 5", "or rather 5". The candidate
 # is the first number or math span after the phrase, within its clause.
 _OFFER_RE = re.compile(

@@ -98,12 +98,14 @@ import re
 
 from ._boxes import (  # noqa: F401  (MAX_BOXED_CHARS_FACTOR, BOX_CONTEXT_CHARS, _boxes: documented and used here)
     BOX_CONTEXT_CHARS,
+    HEDGE_WORDS,
     MAX_BOXED_CHARS_FACTOR,
     _box_context,
     _box_spans,
     _boxes,
     _strip_answer,
     extract_boxed,
+    words_re,
 )
 from ._common import column, fold_case, safe_scores
 from ._math_verify_pool import (  # noqa: F401  (the bounds are documented here)
@@ -161,8 +163,8 @@ _LEADING_PHRASE_RE = re.compile(r"(?i)^(?:the\s+)?(?:final\s+)?answer\s+is\s*:?\
 _MATH_SPAN_RE = re.compile(r"\$\$(.{1,1000}?)\$\$|\$(.{1,1000}?)\$|\\\((.{1,1000}?)\\\)|\\\[(.{1,1000}?)\\\]", re.S)
 _BARE_LATEX_RE = re.compile(r"(?:-[ \t]{0,3})?\\[a-zA-Z]+(?:[ \t]{0,3}\{[^{}\n]{0,1000}\})+")
 _NUMBER_RE = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?(?![\w])|(?<![\w.])-?\.\d+(?![\w])")
-_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|perhaps|possibly|probably|either|guess|not\s+sure|unsure)\b")
-_ALTERNATIVE_RE = re.compile(r"(?i)\b(?:or|maybe|perhaps|possibly|probably|either|guess|not\s+sure|unsure)\b")
+_HEDGE_RE = words_re(HEDGE_WORDS)
+_ALTERNATIVE_RE = words_re(("or", *HEDGE_WORDS))
 
 
 def check_answer_format(answer_format, where: str = "answer_format") -> str:

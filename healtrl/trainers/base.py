@@ -270,11 +270,7 @@ def check_choices(config) -> None:
         choices = None if f.name in trl_fields else f.metadata.get("choices")
         value = getattr(config, f.name, None)
         if choices is not None and value not in choices:
-            alternatives = " or ".join(repr(choice) for choice in choices)
-            raise ValueError(
-                f"{f.name} must be one of {', '.join(map(str, choices))}; got {value!r} ({f.name} must be "
-                f"{alternatives})."
-            )
+            raise ValueError(f"{f.name} must be one of {', '.join(map(str, choices))}; got {value!r}.")
 
 
 def _augmentation_placeholder(name: str):
