@@ -554,8 +554,7 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
         with open(args.output, "w") as f:
             f.write(header + text + "\n")
     if args.readme:
-        with open(args.output) as f:
-            claims_md = f.read()
+        claims_md = header + text + "\n"  # what --output just wrote
         with open(args.readme) as f:
             readme = f.read()
         folder = os.path.relpath(
