@@ -43,7 +43,7 @@ held-out pass@k for k = 1..16; one panel per regime and method group) and the ta
     python benchmarks/toy_study.py --report-only                     # figure + table from the cache, no training
     python benchmarks/toy_study.py --task mul --methods grpo aer posadv neg_only --regimes few_shot --steps 400 \
         --output-dir benchmarks/results/entropy_control_toy_mul          # the issue #4 evidence on multiplication
-    python benchmarks/toy_study.py --task countdown --pairs all --seeds 0 1 2 3 4 --steps 100 --jobs 2
+    python benchmarks/toy_study.py --task countdown --pairs all --seeds 0 1 2 3 4 --steps 85 --jobs 2
                                        # the reasoning world's study: every trainer and baseline + the claims table
 """
 

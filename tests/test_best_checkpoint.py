@@ -360,6 +360,8 @@ def test_set_card_section_inserts_replaces_and_removes():
 # ----------------------------------------------------------------------------------------------------------------
 # A real training run: checkpoints saved every step, config.yaml written at the start, rule read from it
 # ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow  # ~10 s: a training run and an evaluation; the default suite keeps the pieces (the rule into the run
+# config, in-training validation, `healtrl eval --checkpoints` on a run folder); .ci/release runs it
 def test_training_run_checkpoints_end_to_end(tmp_path):
     out = tmp_path / "run"
     rule = "{tasks: [toy-add], metric: pass@1, k: 2, every_steps: 2, num_problems: 6}"

@@ -193,7 +193,8 @@ def test_resume_with_another_opefo_estimator_is_refused(tmp_path):
         other.train(resume_from_checkpoint=True)
 
 
-@pytest.mark.parametrize("key", ["healtrl_version", "trl_version"])
+# trl_version takes the same path as healtrl_version (~3 s each): slow, to keep the default suite under 10 minutes
+@pytest.mark.parametrize("key", ["healtrl_version", pytest.param("trl_version", marks=pytest.mark.slow)])
 def test_resume_from_another_version_is_refused_unless_allowed(aer_run, tmp_path, key):
     checkpoint = tmp_path / "checkpoint-2"
     import shutil

@@ -276,6 +276,7 @@ def test_whole_update_batch_lambda_with_gradient_accumulation(tmp_path, estimato
     )
 
 
+@pytest.mark.slow  # ~5 s; test_opefo_rollout_stats.py checks the same per estimator in the default suite
 def test_training_runs_same_lambda_with_and_without_accumulation(tmp_path):
     """Same generation batch (16 completions) as one micro-batch or two: the same lambda* every step."""
     histories = []

@@ -126,6 +126,7 @@ def test_rand_pos_clip_reproducible_and_resumable(tmp_path):
     assert resumed.state.log_history[-2]["loss"] == pytest.approx(a.state.log_history[-2]["loss"], rel=1e-4)
 
 
+@pytest.mark.slow  # ~5 s; the default suite resumes PosAdv's lambda mid rollout batch (test_controller_cadence.py)
 def test_entropy_lambda_resumes(tmp_path):
     cfg = dict(max_steps=4, entropy_threshold=0.0, lambda_step=0.1)
     a = build_trainer(PosAdvTrainer, PosAdvConfig, tmp_path / "a", save_strategy="steps", save_steps=2, **cfg)

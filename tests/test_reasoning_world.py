@@ -4,6 +4,7 @@ dispatch to the verifier, the card's statistics, and a smoke run (item 6)."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -151,11 +152,13 @@ def test_smoke_world_builds_and_trains_a_method(tmp_path):
     from healtrl.toy.world import MAX_COMPLETION_LENGTH, WORLD_MODEL, world_statistics
 
     build = dict(hidden_size=32, num_layers=1, num_heads=2, target_accuracy=0.9, max_steps=4, batch_size=8,
-                 lr=1e-3, max_new_tokens=MAX_COMPLETION_LENGTH, demo_correct=0.4, demo_rows=64, eval_every=2)  # fmt: skip
+                 lr=1e-3, max_new_tokens=MAX_COMPLETION_LENGTH, demo_correct=0.4, demo_rows=64, eval_every=4,
+                 probe_size=32)  # fmt: skip
     with pytest.warns(UserWarning, match="max_steps=4"):
         model, tokenizer = load_toy_model(WORLD_MODEL, cache_dir=tmp_path, **build)
     info = toy_model_info(model.config.name_or_path)
     assert info["spec"]["demo_correct"] == 0.4 and info["warmup"]["steps"] == 4
+    assert [step for step, _ in info["warmup"]["history"]] == [0, 4]  # the probe before the first step and at the last
     rows = load_train_dataset("healtrl-toy/countdown", split="train", num_samples=4, seed=0)
     stats = world_statistics(model, tokenizer, rows, k=4, group=4)
     assert 0.0 <= stats["pass@1"] <= stats["pass@4"] <= 1.0
@@ -185,6 +188,24 @@ def test_the_world_name_stands_for_its_build_and_plain_names_keep_theirs(tmp_pat
     plain = {k: v for k, v in PLAIN_BUILD.items() if k not in ("demo_correct", "demo_rows", "eval_every")}
     assert "demo_correct" not in _spec("healtrl-toy/qwen2-add", **plain)
     assert _folder_name(_spec("healtrl-toy/qwen2-add", **plain)).startswith("toy-qwen2-add-")
+
+
+def test_cache_keys_are_pinned_and_probe_size_enters_only_when_set(tmp_path, monkeypatch):
+    """The cached world's folder (which the study's cached runs were trained from) and the plain toy's keep their
+    names; `probe_size` joins the key only when given, reaches the warm-up, and must be a positive integer."""
+    from healtrl.toy import cache
+    from healtrl.toy.world import WORLD_MODEL
+
+    built = []
+    monkeypatch.setattr(cache, "_build", lambda spec, folder: built.append((spec, folder)))
+    assert Path(cache.toy_model_path(WORLD_MODEL, tmp_path)).name == "toy-qwen2-countdown+sumchain-cf55668448a6"
+    assert Path(cache.toy_model_path("healtrl-toy/qwen2-add", tmp_path)).name == "toy-qwen2-add-c7552c3096d9"
+    assert all("probe_size" not in spec for spec, _ in built)
+    small = Path(cache.toy_model_path(WORLD_MODEL, tmp_path, probe_size=64))
+    assert small.name != "toy-qwen2-countdown+sumchain-cf55668448a6" and built[-1][0]["probe_size"] == 64
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="probe_size must be a positive integer"):
+            cache.toy_model_path(WORLD_MODEL, tmp_path, probe_size=bad)
 
 
 def test_world_text_survives_the_saved_tokenizer(tmp_path):

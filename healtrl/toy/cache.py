@@ -105,6 +105,7 @@ def _build(spec: dict, folder: Path) -> None:
         lr=spec["lr"],
         seed=spec["seed"],
         max_new_tokens=spec["max_new_tokens"],
+        **({"probe_size": spec["probe_size"]} if "probe_size" in spec else {}),
         **world,
     )
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
@@ -143,6 +144,7 @@ PLAIN_BUILD = dict(
     eval_every=50,
     lr_warmup_steps=100,
     threads=1,
+    probe_size=None,
 )
 """The build parameters of a toy model whose families are all answer-only (add, mul, compare, reverse)."""
 DEMO_KEYS = ("demo_correct", "demo_rows", "eval_every", "lr_warmup_steps", "threads")
@@ -182,7 +184,9 @@ def toy_model_path(
             a Countdown row correct with this probability) instead of correct answers, checking the accuracy of the
             target-domain families only, every `eval_every` steps, the learning rate warmed up over
             `lr_warmup_steps`, on `threads` torch threads (the reasoning world's default); None: the plain warm-up,
-            and those parameters are ignored.
+            and those parameters are ignored. probe_size: rows of the warm-up's accuracy probe (None: `warmup`'s
+            512); a smaller probe makes a tiny build that stops at max_steps cheaper (the training is the same: the
+            probe samples with its own generator).
 
     Returns:
         The absolute path of the model folder, as a string.
@@ -193,8 +197,17 @@ def toy_model_path(
         raise TypeError(f"Unknown toy build parameter(s) {unknown}; the parameters are {sorted(params)}.")
     params.update(build)
     demo = {key: params.pop(key) for key in DEMO_KEYS}
-    # The demonstration keys are in the cache key only when set, so the plain toy models keep their cache folders.
-    spec = _spec(name, **params, **({} if demo["demo_correct"] is None else demo))
+    probe = params.pop("probe_size")
+    if probe is not None and (isinstance(probe, bool) or not isinstance(probe, int) or probe < 1):
+        raise ValueError(f"probe_size must be a positive integer or None (the warm-up's default, 512); got {probe!r}")
+    # The demonstration keys and probe_size are in the cache key only when set, so the models built without them
+    # keep their cache folders.
+    spec = _spec(
+        name,
+        **params,
+        **({} if demo["demo_correct"] is None else demo),
+        **({} if probe is None else {"probe_size": probe}),
+    )
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     root.mkdir(parents=True, exist_ok=True)
     folder = (root / _folder_name(spec)).absolute()
@@ -220,8 +233,8 @@ def load_toy_model(
         device: Where to put the model (default: CPU).
         **build_kwargs: Build parameters of `toy_model_path` that replace the name's defaults (hidden_size,
             num_layers, num_heads, tie_word_embeddings, seed, target_accuracy, max_steps, batch_size, lr,
-            max_new_tokens, demo_correct, demo_rows, eval_every, lr_warmup_steps, threads); each combination is cached
-            separately.
+            max_new_tokens, demo_correct, demo_rows, eval_every, lr_warmup_steps, threads, probe_size); each
+            combination is cached separately.
 
     Returns:
         `(model, tokenizer)`: an fp32 model in eval mode, whose `config.name_or_path` is the cache folder, and the
