@@ -114,6 +114,7 @@ def _console(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([exe, *args], capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
 
 
+@pytest.mark.slow  # ~15 s, nearly all of it `import healtrl` (TRL, transformers); .ci/release runs it
 def test_console_script_version():
     """The installed `healtrl` script (one subprocess: it imports torch and TRL; the `--help` paths run in-process
     above through the same `main`)."""

@@ -24,7 +24,7 @@ CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
 
 def _kind(path: Path) -> str:
     """'train' (a `train.py` config: has `trainer:`) or 'select' (a `healtrl select` config: model + dataset + reward)."""
-    data = yaml.safe_load(path.read_text()) or {}
+    data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}  # libyaml: fast
     if "trainer" in data:
         return "train"
     if {"model", "dataset", "reward"} <= set(data):
@@ -32,8 +32,9 @@ def _kind(path: Path) -> str:
     return "unknown"
 
 
-TRAIN_CONFIGS = [p for p in CONFIGS if _kind(p) == "train"]
-SELECT_CONFIGS = [p for p in CONFIGS if _kind(p) == "select"]
+KINDS = {p: _kind(p) for p in CONFIGS}
+TRAIN_CONFIGS = [p for p in CONFIGS if KINDS[p] == "train"]
+SELECT_CONFIGS = [p for p in CONFIGS if KINDS[p] == "select"]
 
 
 @pytest.fixture

@@ -234,6 +234,7 @@ class CountingTrainer(EntropyGRPOTrainer):
         self.updates = state["updates"]
 
 
+@pytest.mark.slow  # ~7 s; AER's, PosAdv's and the sampler's resume tests cover method state in the default suite
 def test_method_state_checkpoint_and_resume(tmp_path):
     out = tmp_path / "run"
     trainer = build_trainer(CountingTrainer, EntropyGRPOConfig, out, max_steps=2, save_strategy="steps", save_steps=1)

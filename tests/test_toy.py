@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -54,10 +56,12 @@ def tokenizer():
 
 
 @pytest.fixture(scope="module")
-def toy_cache_dir(tmp_path_factory):
-    """A cache holding the default warmed-up "healtrl-toy/qwen2-add", built once for the module."""
+def toy_cache_dir(tmp_path_factory, toy_model_dir):
+    """A cache holding the default warmed-up "healtrl-toy/qwen2-add": a copy of the session's build (the build is
+    deterministic: `test_warmup_deterministic`), so the module does not pay a second warm-up."""
     cache_dir = tmp_path_factory.mktemp("healtrl-cache")
-    toy_model_path(MODEL, cache_dir)
+    shutil.copytree(toy_model_dir, cache_dir / Path(toy_model_dir).name)
+    assert toy_model_path(MODEL, cache_dir) == str(cache_dir / Path(toy_model_dir).name)
     return cache_dir
 
 
