@@ -184,9 +184,9 @@ def toy_model_path(
             a Countdown row correct with this probability) instead of correct answers, checking the accuracy of the
             target-domain families only, every `eval_every` steps, the learning rate warmed up over
             `lr_warmup_steps`, on `threads` torch threads (the reasoning world's default); None: the plain warm-up,
-            and those parameters are ignored. probe_size: rows of the warm-up's accuracy probe (None: `warmup`'s
-            512); a smaller probe makes a tiny build that stops at max_steps cheaper (the training is the same: the
-            probe samples with its own generator).
+            and those parameters are ignored. probe_size: rows of the warm-up's accuracy probe, which decides when
+            the target accuracy is reached (None: `warmup`'s 512); a smaller probe makes a tiny build that stops at
+            max_steps cheaper without changing its training (the probe samples with its own generator).
 
     Returns:
         The absolute path of the model folder, as a string.
