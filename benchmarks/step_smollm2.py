@@ -378,6 +378,15 @@ def main(argv=None) -> int:
     if args.child:
         return child(args)
 
+    if args.shape_dir and not os.path.isfile(os.path.join(args.shape_dir, "config.json")):
+        ap.error(f"--shape-dir {args.shape_dir}: no config.json there (a folder with the model's config and tokenizer)")
+    if args.shape_dir and args.model != "random":
+        ap.error("--shape-dir is read only with --model random")
+    if args.device == "cuda" and not args.report_from:
+        import torch
+
+        if not torch.cuda.is_available():
+            ap.error("--device cuda: torch.cuda.is_available() is False on this machine (use --device cpu)")
     names = args.trainers.split(",")
     prec = 2 if args.device == "cuda" else 1  # seconds' decimals: a GPU step takes seconds, a CPU one minutes
     cmd_line = f"python benchmarks/step_smollm2.py {' '.join(argv if argv is not None else sys.argv[1:])}"

@@ -7,6 +7,9 @@ import datetime
 import importlib.util
 import os
 
+import pytest
+import torch
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("bench_step", os.path.join(HERE, "..", "benchmarks", "step_smollm2.py"))
 bench = importlib.util.module_from_spec(_spec)
@@ -64,3 +67,19 @@ def test_cpu_report_is_unchanged():
     assert text.splitlines()[0] == "## Completion length 64 tokens (forced)"
     assert "| process peak RSS (MiB) | train peak extra (MiB) |" in text and "| peak RSS vs ref |" in text
     assert "| 30.0 |" in text and "CUDA" not in text
+
+
+def test_bad_options_are_refused_before_any_run(tmp_path, capsys):
+    cases = [
+        (["--model", "random", "--shape-dir", str(tmp_path)], "no config.json there"),
+        (["--shape-dir", str(tmp_path)], "no config.json there"),
+    ]
+    (tmp_path / "shape").mkdir()
+    (tmp_path / "shape" / "config.json").write_text("{}")
+    cases.append((["--shape-dir", str(tmp_path / "shape")], "--shape-dir is read only with --model random"))
+    if not torch.cuda.is_available():
+        cases.append((["--device", "cuda"], "torch.cuda.is_available() is False"))
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as info:
+            bench.main(argv)
+        assert info.value.code == 2 and message in capsys.readouterr().err, argv
