@@ -38,6 +38,7 @@ from .reasoning_gym import reasoning_gym_reward
 from .sandbox import (
     SandboxLimits,
     SandboxResult,
+    isolation_gaps,
     isolation_level,
     reset_sandbox_error_counts,
     run_python,
@@ -57,6 +58,7 @@ __all__ = [
     "extract_code",
     "extract_final_answer",
     "grade_math",
+    "isolation_gaps",
     "isolation_level",
     "make_code_reward",
     "malformed_counts",

@@ -5,22 +5,48 @@ resource limits (address space, CPU time, file size, processes, open files), cap
 environment (no proxies, no tokens). Two isolation levels; the first run probes the chosen one:
 
 "namespaces" (Linux with util-linux `unshare` and `prlimit`, kernel >= 5.12, and, without root, user namespaces
-enabled; the usual case). What is guaranteed:
+enabled; the usual case). What is guaranteed, as root (the bootstrap switches to an unprivileged uid) and without
+root (a user namespace) alike:
 
 * no network: a new network namespace holds only a loopback interface that is down, so every connect fails;
 * no stray processes: the program runs in a new PID namespace whose first process is the program; when it exits or
   is killed, the kernel kills every process it started (double forks and `setsid` included), and nothing is ever
-  orphaned to the trainer (see "Processes and zombies" below);
-* a read-only host: every file system the trainer sees is read-only in the program's mount namespace, whoever owns
-  the files; it writes only to its working directory, a fresh tmpfs of `disk_bytes`, and to private 1 MiB tmpfs on
-  `/tmp`, `/var/tmp` and `/dev/shm` (`RLIMIT_FSIZE` caps any single file); it sees its own `/proc`;
+  orphaned to the trainer (see "Processes and zombies" below); its `/proc` shows only its own processes;
+* a private IPC namespace: SysV shared memory, semaphores and message queues (and POSIX message queues) that the
+  program creates are destroyed with the namespace when the run ends, and it sees none of the host's;
+* a private file-system view: the program's root is a new read-only tmpfs (`pivot_root`, the host's tree detached)
+  that shows exactly: its working directory `/sandbox` (a fresh tmpfs of `disk_bytes`, also `$HOME` and the current
+  directory, holding the run's files); private 1 MiB tmpfs on `/tmp`, `/var/tmp` and `/dev/shm`; a `/dev` with only
+  null, zero, full, random, urandom and the fd/stdin/stdout/stderr links; its PID namespace's `/proc`; and, read-only
+  at their host paths, the shared libraries (`/lib`, `/lib64`, `/usr/lib`, `/usr/lib64` as they exist, and
+  `/etc/ld.so.cache`), the interpreter's binary, the `lib` and `lib64` directories of its prefixes (stdlib,
+  lib-dynload, site-packages, libpython) and every file it maps at start-up, with the symlinks on the way. Nothing
+  else of the host exists for it: no home directory (of a pyenv under `/root`, only that version's `lib` and the
+  binary), no datasets or model cache, no `/work`-style source trees, no `/etc`, `/usr/bin` or `/usr/local`, no
+  other run's directory, nothing in `/tmp` or `/var/tmp`. The module search path is `python -I`'s restricted to
+  entries inside the interpreter's prefixes (an editable install's source directory, added by a `.pth` file, is
+  left out: healtrl itself is not importable there);
+* a read-only host: whatever the view shows of the host is mounted read-only (whoever owns the files); the program
+  writes only to its working directory and the private tmpfs (`RLIMIT_FSIZE` caps any single file);
 * no privileges: without root, the program is root of a user namespace with every capability dropped; as root, the
   program runs as an unprivileged uid (`HEALTRL_SANDBOX_UID_BASE`, default 1,990,000,000, plus a slot number per
-  concurrent run), and directories on the way to the interpreter that this uid could not traverse (a pyenv under
-  `/root`) are bridged with bind mounts of just the interpreter's directories;
+  concurrent run); `no_new_privs` in both cases;
 * bounded processes: `RLIMIT_NPROC` caps the processes and threads it may create (fork bombs fail with EAGAIN);
   without root it counts all of the user's processes, so the limit is set to their current number plus
   `max_processes`.
+
+Checked at start: the first call of `isolation_level` (the first run, or the code reward's first call) runs a probe
+under each configuration, best first, and keeps the first whose guarantees hold, checked from inside the run: PID 1,
+no write succeeds to the host, an IPC namespace other than the trainer's, and exactly the expected listing of `/`, of
+the trainer's home, cache, Hugging Face caches, working directory and source tree, and empty `/tmp`, `/var/tmp` and
+`/dev/shm`. Where the private view cannot be set up (`pivot_root`, bind mounts or `mount_setattr` refused: an old
+kernel, a seccomp profile, an LSM) the sandbox falls back to the read-only host view (every file system the trainer
+sees, read-only; private `/tmp`, `/var/tmp`, `/dev/shm`; as root, directories on the way to the interpreter that the
+uid could not traverse bridged with bind mounts of just the interpreter's directories), and where the IPC namespace
+cannot be made, to the host's; the network, PID and read-only guarantees hold in every fallback. A fallback logs one
+warning naming what is missing, why, and the fix (`isolation_gaps()` lists it). Strict mode refuses instead:
+`isolation_level(strict=True)`, `run_python(..., strict=True)` or `HEALTRL_SANDBOX=strict` raise `RuntimeError`
+naming what is missing and the fix.
 
 "rlimits" (opt-in, for machines without namespaces, e.g. macOS): the same resource limits, a new
 session killed as a group and a fresh temporary directory; as root, the switch to an unprivileged uid (which must be
@@ -69,11 +95,16 @@ reports them apart from malformed ones.
 Start-up: the interpreters start with `-S` and the module search path of `python -I` here (asked once), so that no
 `.pth` file runs in the sandbox; as root, the program runs in the bootstrap's interpreter once it has switched to
 the unprivileged uid (every capability gone), instead of starting a second one.
+
+Why this module is long: its docstring states every guarantee of the sandbox and how each is enforced
+(security documentation a user audits in one place), and the probe, the fallback order and the run loop share
+the module's state (isolation level, slots, cgroups), which splitting would scatter.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import selectors
@@ -95,7 +126,7 @@ from ._sandbox_accounting import (
 )
 from ._sandbox_cgroups import _detect_cgroups, _RunCgroup
 from ._sandbox_procs import _kill, _read_status, _reap, _wait_exit
-from ._sandbox_programs import _ENV, _command
+from ._sandbox_programs import _ENV, _command, _view_listing, _view_spec
 
 try:  # POSIX only
     import resource
@@ -106,6 +137,7 @@ __all__ = [
     "SANDBOX_ERROR",
     "SandboxLimits",
     "SandboxResult",
+    "isolation_gaps",
     "isolation_level",
     "report_sandbox_errors",
     "reset_sandbox_error_counts",
@@ -165,8 +197,8 @@ class SandboxResult:
 
     Attributes:
         status: "ok" (exit code 0), "error" (non-zero exit or killed by a signal), "timeout", "output_limit" (printed
-            more than `max_output_bytes`), "cancelled" (the caller's `cancel` event) or "sandbox_error" (the sandbox failed, not the program: it did not run, or
-            its outcome is unknown; `stderr` ends with the reason).
+            more than `max_output_bytes`), "cancelled" (the caller's `cancel` event) or "sandbox_error" (the sandbox
+            failed, not the program: it did not run, or its outcome is unknown; `stderr` ends with the reason).
         returncode: Exit code (negative: killed by that signal), None if it never ran.
         stdout: Captured standard output (UTF-8, undecodable bytes replaced), at most `max_output_bytes`.
         stderr: Captured standard error, likewise capped.
@@ -209,93 +241,235 @@ def _uid_for(slot: int) -> int | None:
     return None
 
 
+# The first runs check what they are meant to guarantee: PID 1 of a namespace, no write to the host, a private IPC
+# namespace, and, with the private view, exactly the listing `_view_listing` predicts for each host path asked
+# (`probe.json`: "paths" to list, "writes" to try).
 _PROBE = """
-import os
-print(os.getpid(), os.getuid())
+import json, os
+job = json.load(open("probe.json", encoding="utf-8"))
+def listing(path):
+    try:
+        return sorted(os.listdir(path))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return type(exc).__name__
+writable = []
+for directory in job["writes"]:
+    name = os.path.join(directory, ".healtrl-write-probe")
+    try:
+        open(name, "w").close()
+    except OSError:
+        continue
+    writable.append(directory)
+    os.remove(name)
 try:
-    open('../write-probe', 'w')  # the run's directory on the host file system
-    print('host-writable')
-except OSError:
-    print('host-protected')
+    ipc = os.readlink("/proc/self/ns/ipc")
+except OSError as exc:
+    ipc = repr(exc)
+paths = {p: listing(p) for p in job["paths"]}
+print(json.dumps({"pid": os.getpid(), "ipc": ipc, "writable": writable, "paths": paths}))
 """
 
+GAP_VIEW = (
+    "a private file-system view (the run's directory, the interpreter and its libraries, nothing else of the host)"
+)
+GAP_IPC = "a private IPC namespace (SysV shared memory, semaphores and message queues that die with the run)"
+GAP_NAMESPACES = "Linux namespaces (network, PID, IPC and mount)"
+_FIX = (
+    "Linux >= 5.12 with util-linux's `unshare` and `prlimit`, where unshare, mount, mount_setattr and pivot_root are "
+    "permitted (a container's seccomp profile or an LSM can refuse them: e.g. Docker's `--security-opt "
+    "seccomp=unconfined`) and, without root, unprivileged user namespaces are enabled (`sysctl "
+    "kernel.unprivileged_userns_clone=1`, `kernel.apparmor_restrict_unprivileged_userns=0`)"
+)
+_gaps: tuple[str, ...] = ()
+_private_view = False  # the chosen "namespaces" configuration
+_private_ipc = False
+_warned = False
 
-def _probe(isolation: str, uid: int | None) -> bool:
-    result = _run(_PROBE, {}, b"", SandboxLimits(timeout=20), isolation, uid, probing=True)
-    lines = result.stdout.split()
-    if result.status != "ok" or len(lines) != 3:
-        return False
-    if isolation == "namespaces":
-        return lines[0] == "1" and lines[2] == "host-protected"
-    return True
+
+def _secret_paths() -> list[str]:
+    """Host paths the private view must not show (or show only on the way to the interpreter): the root, this user's
+    home and cache, the Hugging Face caches, the working directory, and the directory holding the healtrl package."""
+    home = os.path.expanduser("~")
+    paths = ["/", home, os.path.join(home, ".cache"), os.path.join(home, ".cache", "huggingface"), os.getcwd()]
+    for name in ("HF_HOME", "HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME"):
+        if os.environ.get(name):
+            paths.append(os.environ[name])
+    paths.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    found = []
+    for path in paths:
+        path = os.path.realpath(path)
+        if os.path.isabs(path) and os.path.exists(path) and path not in found:
+            found.append(path)
+    return found
 
 
-def isolation_level() -> str:
+def _probe(isolation: str, uid: int | None, private_view: bool, private_ipc: bool) -> str | None:
+    """Run `_PROBE` under one configuration: None when every guarantee it is meant to give holds, else the reason."""
+    expected = {}
+    if isolation == "namespaces" and private_view:
+        for path in _secret_paths():
+            try:
+                expected[path] = _view_listing(path)
+            except ValueError:  # inside the interpreter's own directories: shown by design
+                continue
+        view = _view_spec()
+        expected.update({"/tmp": [], "/var/tmp": [], "/dev/shm": [], view["work"]: ["main.py", "probe.json"]})
+        writes = ["/", "..", *(b if os.path.isdir(b) else os.path.dirname(b) for b in view["binds"])]
+    else:
+        writes = [".."]  # the run's directory on the host
+    job = json.dumps({"paths": sorted(expected), "writes": writes})
+    config = (private_view, private_ipc)
+    result = _run(
+        _PROBE, {"probe.json": job}, b"", SandboxLimits(timeout=20), isolation, uid, probing=True, config=config
+    )
+    if result.status != "ok":
+        return f"the probe run failed ({result.status}): {result.stderr.strip()[-500:]}"
+    try:
+        seen = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return f"the probe printed {result.stdout[-200:]!r}"
+    if isolation != "namespaces":
+        return None
+    if seen["pid"] != 1:
+        return f"the program is not PID 1 of a new PID namespace (PID {seen['pid']})"
+    if seen["writable"]:
+        return f"the program could write to {seen['writable']}"
+    if private_ipc and seen["ipc"] == os.readlink("/proc/self/ns/ipc"):
+        return "the program shares the trainer's IPC namespace"
+    for path, listing in expected.items():
+        if seen["paths"].get(path) != listing:
+            return f"the program sees {path} as {seen['paths'].get(path)!r} (expected {listing!r})"
+    return None
+
+
+def isolation_gaps() -> tuple[str, ...]:
+    """What the sandbox cannot guarantee on this machine, each naming why (empty: the full isolation of the module
+    docstring). Probes on first call, like `isolation_level`."""
+    isolation_level()
+    return _gaps
+
+
+def _wanted() -> str:
+    wanted = os.environ.get("HEALTRL_SANDBOX", "").strip().lower()
+    if wanted not in ("", "namespaces", "rlimits", "strict"):
+        raise ValueError(f"HEALTRL_SANDBOX must be 'namespaces', 'strict' or 'rlimits', got {wanted!r}.")
+    return wanted
+
+
+def isolation_level(strict: bool | None = None) -> str:
     """The isolation this process uses ("namespaces" or "rlimits"), probed on first call (see the module docstring).
+
+    Args:
+        strict: Refuse to run without the full isolation (a private file-system view and IPC namespace under
+            "namespaces"). None: strict when `HEALTRL_SANDBOX=strict`. Without strictness, a machine that cannot
+            set up the full isolation gets the best configuration that still keeps the host read-only, and one
+            warning naming what is missing.
 
     Raises:
         RuntimeError: the sandbox cannot start here (no Linux namespaces and `HEALTRL_SANDBOX=rlimits` not set, or
-            that level failed too); the message says what is missing.
+            that level failed too), or `strict` and part of the isolation is missing; the message says what is
+            missing and the fix.
     """
-    global _isolation, _uid_mode, _cgroup_parents, _cgroup_version
+    global _warned
     with _state_lock:
-        if _isolation is not None:
-            return _isolation
-        if resource is None:
-            raise RuntimeError("healtrl's code sandbox needs a POSIX system (Linux, or macOS with weaker isolation).")
-        wanted = os.environ.get("HEALTRL_SANDBOX", "").strip().lower()
-        if wanted not in ("", "namespaces", "rlimits"):
-            raise ValueError(f"HEALTRL_SANDBOX must be 'namespaces' or 'rlimits', got {wanted!r}.")
-        # the weaker "rlimits" isolation only when asked for: it cannot keep a program from the user's files
-        candidates = ["rlimits"] if wanted == "rlimits" else ["namespaces"]
-        if sys.platform != "linux" or not (shutil.which("unshare") and shutil.which("prlimit")):
-            candidates = [c for c in candidates if c != "namespaces"]
-        uid_modes = ["per-slot", "nobody"] if os.geteuid() == 0 else ["none"]
-        for isolation in candidates:
-            for mode in uid_modes:
-                _uid_mode = mode
-                if _probe(isolation, _uid_for(0)):
-                    _isolation = isolation
-                    break
-            if _isolation is not None:
-                break
+        wanted = _wanted()
+        strict = wanted == "strict" if strict is None else bool(strict) or wanted == "strict"
         if _isolation is None:
-            _uid_mode = None
+            _setup(wanted)
+        if _gaps and strict:
             raise RuntimeError(
-                "healtrl's code sandbox cannot isolate untrusted code here: "
-                + (
-                    "Linux namespaces are unavailable (it needs Linux >= 5.12, util-linux's `unshare` and `prlimit`, "
-                    "and, without root, user namespaces enabled, e.g. `sysctl kernel.unprivileged_userns_clone=1` or "
-                    "`kernel.apparmor_restrict_unprivileged_userns=0`). Set HEALTRL_SANDBOX=rlimits to run code with "
-                    "resource limits only, which cannot keep a program from this user's files."
-                    if wanted != "rlimits"
-                    else f"even the resource-limits-only sandbox failed to start {sys.executable}"
-                    + (
-                        " as an unprivileged uid (an interpreter under /root cannot be executed by one)."
-                        if os.geteuid() == 0
-                        else "."
-                    )
-                )
+                "healtrl's code sandbox cannot set up its full isolation here, and strict mode refuses to run code "
+                "without it. Missing: " + "; ".join(_gaps) + f". Fix: {_FIX}; or run without strict mode to accept "
+                "the weaker isolation (sandbox='namespaces' / unset HEALTRL_SANDBOX=strict)."
             )
-        _cgroup_parents, _cgroup_version = _detect_cgroups()
-        if _cgroup_parents is not None and not _probe(_isolation, _uid_for(0)):
-            logger.warning("healtrl's code sandbox cannot run programs in a cgroup here: %s", _cgroup_parents)
-            _cgroup_parents = None
-        logger.info(
-            "healtrl's code sandbox: %s isolation; a run's processes together are bounded by %s.",
-            _isolation,
-            f"a cgroup v{_cgroup_version} (memory and pids)" if _cgroup_parents else "RLIMIT_AS x RLIMIT_NPROC",
-        )
-        if _isolation != "namespaces":
+        if _gaps and _isolation == "namespaces" and not _warned:
+            _warned = True
             logger.warning(
-                "healtrl's code sandbox runs with resource limits only (no Linux namespaces): network isolation is "
-                "best effort, processes that leave the session can outlive a run, and %s. See "
-                "healtrl.rewards.sandbox.",
-                "the program runs as an unprivileged uid"
-                if os.geteuid() == 0
-                else "the program can write wherever this user can",
+                "healtrl's code sandbox cannot set up its full isolation here: missing %s. Programs still run "
+                "without network, in their own PID namespace, on a read-only view of the host, but they can read "
+                "what this user can%s. Fix: %s; strict mode (sandbox='strict', HEALTRL_SANDBOX=strict) refuses "
+                "instead.",
+                "; ".join(_gaps),
+                "" if _private_view else " (the datasets cache, the home directory, other runs' inputs)",
+                _FIX,
             )
         return _isolation
+
+
+def _setup(wanted: str) -> None:
+    """Probe the configurations, best first, and keep the first whose guarantees hold (holds `_state_lock`)."""
+    global _isolation, _uid_mode, _cgroup_parents, _cgroup_version, _gaps, _private_view, _private_ipc
+    if resource is None:
+        raise RuntimeError("healtrl's code sandbox needs a POSIX system (Linux, or macOS with weaker isolation).")
+    # the weaker "rlimits" isolation only when asked for: it cannot keep a program from the user's files
+    candidates = ["rlimits"] if wanted == "rlimits" else ["namespaces"]
+    if sys.platform != "linux" or not (shutil.which("unshare") and shutil.which("prlimit")):
+        candidates = [c for c in candidates if c != "namespaces"]
+    uid_modes = ["per-slot", "nobody"] if os.geteuid() == 0 else ["none"]
+    failures: dict[tuple[bool, bool], str] = {}
+    for isolation in candidates:
+        configs = [(True, True), (True, False), (False, True), (False, False)] if isolation == "namespaces" else []
+        for view, ipc in configs or [(False, False)]:
+            for mode in uid_modes:
+                _uid_mode = mode
+                reason = _probe(isolation, _uid_for(0), view, ipc)
+                if reason is None:
+                    _isolation, _private_view, _private_ipc = isolation, view, ipc
+                    break
+                failures.setdefault((view, ipc), reason)
+            if _isolation is not None:
+                break
+        if _isolation is not None:
+            break
+    if _isolation is None:
+        _uid_mode = None
+        raise RuntimeError(
+            "healtrl's code sandbox cannot isolate untrusted code here: "
+            + (
+                f"Linux namespaces are unavailable (it needs {_FIX}). Set HEALTRL_SANDBOX=rlimits to run code with "
+                "resource limits only, which cannot keep a program from this user's files."
+                + (f" The probe: {next(iter(failures.values()))}" if failures and wanted != "rlimits" else "")
+                if wanted != "rlimits"
+                else f"even the resource-limits-only sandbox failed to start {sys.executable}"
+                + (
+                    " as an unprivileged uid (an interpreter under /root cannot be executed by one)."
+                    if os.geteuid() == 0
+                    else "."
+                )
+            )
+        )
+    if _isolation == "namespaces":
+        # why each missing part is missing: the failure of the best configuration that had it
+        view_reason = failures.get((True, True)) or failures.get((True, False))
+        ipc_reason = failures.get((_private_view, True))
+        _gaps = tuple(
+            f"{gap} ({reason})"
+            for gap, have, reason in ((GAP_VIEW, _private_view, view_reason), (GAP_IPC, _private_ipc, ipc_reason))
+            if not have
+        )
+    else:
+        _gaps = (f"{GAP_NAMESPACES} (HEALTRL_SANDBOX=rlimits)", GAP_VIEW, GAP_IPC)
+    _cgroup_parents, _cgroup_version = _detect_cgroups()
+    if _cgroup_parents is not None and _probe(_isolation, _uid_for(0), _private_view, _private_ipc) is not None:
+        logger.warning("healtrl's code sandbox cannot run programs in a cgroup here: %s", _cgroup_parents)
+        _cgroup_parents = None
+    logger.info(
+        "healtrl's code sandbox: %s isolation%s; a run's processes together are bounded by %s.",
+        _isolation,
+        "" if _isolation != "namespaces" else ", private view" if _private_view else ", read-only host view",
+        f"a cgroup v{_cgroup_version} (memory and pids)" if _cgroup_parents else "RLIMIT_AS x RLIMIT_NPROC",
+    )
+    if _isolation != "namespaces":
+        logger.warning(
+            "healtrl's code sandbox runs with resource limits only (no Linux namespaces): network isolation is "
+            "best effort, processes that leave the session can outlive a run, and %s. See "
+            "healtrl.rewards.sandbox.",
+            "the program runs as an unprivileged uid"
+            if os.geteuid() == 0
+            else "the program can write wherever this user can",
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------- running
@@ -307,6 +481,7 @@ def run_python(
     *,
     pass_fds: Sequence[int] = (),
     cancel: threading.Event | None = None,
+    strict: bool | None = None,
 ) -> SandboxResult:
     """Run a Python program in the sandbox.
 
@@ -319,15 +494,20 @@ def run_python(
             sandboxed program). This function closes the caller's copies once the program has started (or could
             not), so that the other end sees end-of-file when the program exits.
         cancel: When set while the program runs, everything it started is killed (status "cancelled").
+        strict: Refuse (RuntimeError) to run without the full isolation; see `isolation_level`.
 
     Returns:
         A `SandboxResult`; its status is "sandbox_error" when the sandbox itself failed (the program did not run, or
         its outcome is unknown), which is counted (`sandbox_error_counts`). Never raises for anything the program
         does.
+
+    Raises:
+        RuntimeError: the sandbox cannot start here, or `strict` and part of the isolation is missing
+            (`isolation_level`).
     """
     limits = limits or SandboxLimits()
     try:
-        isolation = isolation_level()
+        isolation = isolation_level(strict)
     except BaseException:
         _close_all(pass_fds)
         raise
@@ -353,7 +533,11 @@ def _close_all(fds) -> None:
             pass
 
 
-def _run(source, files, stdin, limits, isolation, uid, probing=False, pass_fds=(), cancel=None) -> SandboxResult:
+def _run(
+    source, files, stdin, limits, isolation, uid, probing=False, pass_fds=(), cancel=None, config=None
+) -> SandboxResult:
+    """One run; `config` is (private view, private IPC) under "namespaces", the chosen one by default."""
+    private_view, private_ipc = config if config is not None else (_private_view, _private_ipc)
     start = time.monotonic()
     named = {**files, "main.py": source}
     owned = list(pass_fds)  # closed exactly once: right after the program's start, else on the way out
@@ -371,6 +555,8 @@ def _run(source, files, stdin, limits, isolation, uid, probing=False, pass_fds=(
         target = os.path.join(root, "files") if isolation == "namespaces" else os.path.join(root, "work")
         os.makedirs(target, mode=0o755)
         os.makedirs(os.path.join(root, "work"), mode=0o755, exist_ok=True)
+        if isolation == "namespaces":
+            os.makedirs(os.path.join(root, "root"), mode=0o755)  # where the private view's new root is mounted
         for name, content in named.items():
             payload = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else bytes(content)
             with open(os.path.join(target, name), "wb") as handle:
@@ -379,7 +565,9 @@ def _run(source, files, stdin, limits, isolation, uid, probing=False, pass_fds=(
         if isolation != "namespaces" and uid is not None:
             os.chown(os.path.join(root, "work"), uid, uid)
         status_r, status_w = os.pipe()
-        argv, preexec = _command(isolation, root, limits, uid, status_w, cgroup)
+        argv, preexec = _command(
+            isolation, root, limits, uid, status_w, cgroup, private_view=private_view, private_ipc=private_ipc
+        )
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
