@@ -17,9 +17,9 @@ connected only by two pipes.
   `encode_cyclic`) and the nonce. It runs `check(candidate)` unchanged, where `candidate` is a stub that sends the
   call over the pipe and returns the decoded value: the test's own comparisons, tolerances (EvalPlus's
   `assertion` with `np.allclose`, HumanEval's `abs(x - y) < 1e-6`) and control flow run on values whose type is
-  Python's own, in a process the candidate never touches. The entry point's name is bound to the stub as well (the
-  old harness shared one namespace, and HumanEval/33's test calls `sort_third` by name). The judge prints
-  `<nonce> PASS` when `check` returns.
+  Python's own, in a process the candidate never touches (numpy's comparisons there refuse to broadcast: below).
+  The entry point's name is bound to the stub as well (the old harness shared one namespace, and HumanEval/33's
+  test calls `sort_third` by name). The judge prints `<nonce> PASS` when `check` returns.
 
 The candidate can only choose the bytes it sends back, which decode to plain values or fail the test. When the
 candidate raises a built-in exception (`ValueError`...), the stub raises the same type, so tests that expect one keep
@@ -27,6 +27,25 @@ their meaning; any other failure (an exit, a crash, a non-plain value, a malform
 that is not an `Exception`, which no `except Exception` in a test can swallow, and the test fails. Arguments the
 candidate mutated in place (top-level lists, dicts, sets) are copied back, as an in-process call would leave them.
 Once the judge has finished, the candidate's process is killed: a program cannot stall the reward past its verdict.
+
+Numpy comparisons never broadcast in the judge. EvalPlus's tests compare a returned value with the expected one
+through numpy (the Hub dataset's `assertion` helper: `np.allclose(out, exp, rtol=1e-07, atol=atol)` when `out !=
+exp` and the expected value is a float or a list of floats, or `atol` is given; EvalPlus's own evaluator calls
+`np.testing.assert_allclose` there), and numpy broadcasts: `[]` is close to any float (an empty comparison), `[[x]]`
+to `[x]`, `[x, x, x]` to `x`. So when the test's source (or the prompt's) mentions numpy, the judge replaces, before
+the test runs, numpy's equality and closeness checks as the test reaches them (the attributes `numpy.allclose`,
+`isclose`, `array_equal`, `array_equiv`, and `numpy.testing.assert_allclose`, `assert_almost_equal`,
+`assert_approx_equal`, `assert_array_almost_equal`, `assert_array_almost_equal_nulp`, `assert_array_equal`,
+`assert_array_max_ulp`, `assert_equal`) by wrappers that first compare the structure of the two sides (the first two
+arguments, positional or by keyword): numpy arrays and scalars are read as the Python values they hold, then a list or
+tuple matches only a list or tuple of the same length whose elements match pairwise, a bool only a bool, a number
+(int, float, complex) only a number, and any other value only a value of the same type. When the structures differ,
+the checks return False and the assertions raise `AssertionError`; otherwise numpy's own function decides, unchanged.
+Limits: broadcasting through operators (`(np.array(out) == exp).all()`, `np.all(np.abs(a - b) < t)`) and order
+checks (`assert_array_less`) are not covered; numpy's internal calls (module globals of numpy's own files) are not
+affected; a test that broadcasts on purpose through the wrapped functions fails (HumanEval+'s tests reach numpy only
+through `assertion`, whose expected value has the shape of a correct return value).
+Python's own `==` is the test's: `True == 1` holds there as in any harness.
 
 Limits of the design: arguments must be plain data too (a test that passes a function or a custom object to the
 candidate fails; none of HumanEval's 164 does); the candidate's identity (`candidate.__name__`) is the stub's.
@@ -94,6 +113,77 @@ class CandidateFailed(BaseException):
     "The candidate crashed, exited, returned something that is not plain data, or broke the protocol."
 
 
+_NUMPY_CHECKS = ("allclose", "isclose", "array_equal", "array_equiv")
+_NUMPY_ASSERTS = (
+    "assert_allclose", "assert_almost_equal", "assert_approx_equal", "assert_array_almost_equal",
+    "assert_array_almost_equal_nulp", "assert_array_equal", "assert_array_max_ulp", "assert_equal",
+)
+
+
+def _structure_kind(value, numpy):
+    if isinstance(value, numpy.ndarray):
+        value = value.tolist()
+    elif isinstance(value, numpy.generic):
+        value = value.item()
+    if isinstance(value, (list, tuple)):
+        return "sequence", value
+    if isinstance(value, bool):
+        return "bool", value
+    if isinstance(value, (int, float, complex)):
+        return "number", value
+    return type(value), value
+
+
+def _same_structure(a, b, numpy):
+    "Whether numpy would compare a and b element by element without broadcasting (see the module docstring)."
+    pending = [(a, b)]
+    while pending:
+        (kind_a, a), (kind_b, b) = (_structure_kind(v, numpy) for v in pending.pop())
+        if kind_a != kind_b:
+            return False
+        if kind_a == "sequence":
+            if len(a) != len(b):
+                return False
+            pending.extend(zip(a, b))
+    return True
+
+
+def _strict(numpy, name, original, asserts):
+    import functools, inspect
+
+    try:
+        first, second = list(inspect.signature(original).parameters)[:2]
+    except (TypeError, ValueError):
+        first = second = None
+
+    @functools.wraps(original)
+    def compare(*args, **kwargs):
+        sides = list(args[:2])
+        for key in (first, second)[len(sides):]:
+            if key in kwargs:
+                sides.append(kwargs[key])
+        if len(sides) == 2 and not _same_structure(sides[0], sides[1], numpy):
+            if asserts:
+                raise AssertionError("%s: the two sides differ in type or shape (no broadcasting here)" % name)
+            return numpy.False_
+        return original(*args, **kwargs)
+
+    return compare
+
+
+def _guard_numpy():
+    "numpy's equality and closeness checks, as the test sees them, refuse two sides of different structure."
+    try:
+        import numpy, numpy.testing
+    except ImportError:
+        return  # the test's own import of numpy fails the same way
+    for module, names, asserts in ((numpy, _NUMPY_CHECKS, False), (numpy.testing, _NUMPY_ASSERTS, True)):
+        for name in names:
+            original = getattr(module, name, None)
+            if callable(original):
+                setattr(module, name, _strict(numpy, name, original, asserts))
+
+
 def _judge():
     nonce = sys.stdin.readline().strip()
     job = json.load(open("job.json", encoding="utf-8"))
@@ -130,13 +220,17 @@ def _judge():
                 raise cls("raised by the candidate")
         raise CandidateFailed("the candidate failed: %r" % (reply,))
 
+    test_source = open("test.py", encoding="utf-8").read()
+    prompt_source = open("prompt.py", encoding="utf-8").read()
+    if "numpy" in test_source or "numpy" in prompt_source:
+        _guard_numpy()
     scope = {"__name__": "__main__"}
     try:  # helpers the test may call (HumanEval/38's encode_cyclic); a prompt that is not valid on its own is skipped
-        exec(compile(open("prompt.py", encoding="utf-8").read(), "prompt.py", "exec"), scope)
+        exec(compile(prompt_source, "prompt.py", "exec"), scope)
     except Exception:
         pass
     scope[job["entry_point"]] = candidate  # tests that call the function by name (HumanEval/33) reach it too
-    exec(compile(open("test.py", encoding="utf-8").read(), "test.py", "exec"), scope)
+    exec(compile(test_source, "test.py", "exec"), scope)
     scope["check"](candidate)
     print()
     print(nonce + " PASS", flush=True)
