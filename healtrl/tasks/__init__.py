@@ -9,7 +9,7 @@ columns its reward reads. `TASKS[name].reward` names the reward in `healtrl.data
 | math | gsm8k, math500, aime24, aime25, amc23, aimo-validation-amc, minerva, olympiadbench, deepscaler, dapo-math-17k, webinstruct-physics (each also as `<task>@boxed` / `<task>@answer_line`) | gsm-symbolic, champ | `math` |
 | multiple_choice | commonsenseqa, medxpertqa, medbullets, medicine (+ medicine-medbullets, medicine-medxpertqa), ceval-physics | social-iqa, strategyqa | `multiple_choice` |
 | code | humanevalplus, livecodebench-v1-v4, livecodebench-v5 | humaneval | `code` |
-| reasoning_gym | | rg/<generator> (any reasoning-gym generator) | `reasoning_gym` |
+| reasoning_gym | | rg/<generator> (any reasoning-gym generator the audit marks safe; `?allow_unsafe`, `?partial_credit`) | `reasoning_gym` |
 | toy | | toy-add, toy-mul, toy-compare, toy-reverse, toy-countdown, toy-sumchain | `toy` |
 
 Hub tasks load by their Hub names; `path=` loads a local file in the same format instead (tests do this; for
@@ -125,7 +125,9 @@ def register_task(spec: TaskSpec, loader: Callable, overwrite: bool = False) -> 
 def get_task(name: str) -> TaskSpec:
     """The `TaskSpec` registered as `name`.
 
-    `rg/<generator>` names any reasoning-gym generator (e.g. "rg/chain_sum"); `<math task>@<format>` a math task in
+    `rg/<generator>` names any reasoning-gym generator (e.g. "rg/chain_sum"; loading refuses one that
+    `benchmarks/rg_audit.py` marks unsafe unless written `rg/<generator>?allow_unsafe`, and `?partial_credit` opts into
+    the scorer's partial credit; both join with `&`); `<math task>@<format>` a math task in
     another prompt / answer format (e.g. "aime25@answer_line": DAPO's prompt, graded on the "Answer:" line).
 
     Raises:
