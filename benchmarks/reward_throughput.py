@@ -1,7 +1,8 @@
-"""Reward throughput before and after bounded parsing (issue #25 part 2), measured side by side in one run.
+"""Reward throughput of two versions of healtrl's rewards, measured side by side in one run.
 
-OLD is the rewards as of commit 51effa0 (before the change): `healtrl/rewards/{_common,math,multiple_choice,code,
-sandbox}.py` read with `git show` and imported as a temporary package. NEW is the working tree. Both score the same
+OLD is the rewards as of `--old-commit` (default 51effa0, before issue #25's bounded parsing; 53c88d6 is the commit
+before issue #39's second pass): every `healtrl/rewards/*.py` of that commit read with `git show` and imported as a
+temporary package. NEW is the working tree. Both score the same
 completions in the same process, alternately, in --rounds rounds; a case's time is the median over rounds of the
 mean time per completion.
 
@@ -17,6 +18,7 @@ minutes), NEW at those and at 1,000,000 characters (`MAX_COMPLETION_CHARS`). The
 main thread (OLD: math-verify's 5 s signal timeout; in a worker thread it never returns, so it is not run there).
 
     python benchmarks/reward_throughput.py                      # ~1 min on 2 shared CPU cores
+    python benchmarks/reward_throughput.py --old-commit 53c88d6 # issue #39: before / after the second pass
     python benchmarks/reward_throughput.py --rounds 3 --quick   # a quick look
 """
 
@@ -36,16 +38,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 OLD_COMMIT = "51effa0"
-OLD_FILES = ["_common", "math", "multiple_choice", "code", "sandbox"]
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", ROOT, *args], check=True, capture_output=True, text=True).stdout
 
 
 def load_old(commit: str):
-    """The reward modules of `commit` as a temporary package `healtrl_rewards_old`."""
+    """The reward modules of `commit` (every `healtrl/rewards/*.py` but its `__init__`) as a temporary package
+    `healtrl_rewards_old`."""
     folder = tempfile.mkdtemp(prefix="rewards_old_")
     package = os.path.join(folder, "healtrl_rewards_old")
     os.makedirs(package)
     open(os.path.join(package, "__init__.py"), "w").close()
-    for name in OLD_FILES:
+    names = [
+        os.path.basename(path)[:-3]
+        for path in _git("ls-tree", "--name-only", commit, "healtrl/rewards/").split()
+        if path.endswith(".py") and not path.endswith("/__init__.py")
+    ]
+    for name in names:
         source = subprocess.run(
             ["git", "-C", ROOT, "show", f"{commit}:healtrl/rewards/{name}.py"],
             check=True,
@@ -154,8 +165,13 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--old-chars", type=int, default=20_000, help="size of the pathological inputs for OLD")
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument("--old-commit", default=OLD_COMMIT, help="the commit whose rewards are OLD")
     args = parser.parse_args(argv)
-    old, new = load_old(OLD_COMMIT), load_new()
+    old, new = load_old(args.old_commit), load_new()
+    print(
+        f"OLD: healtrl/rewards of {args.old_commit}; NEW: the working tree ({_git('rev-parse', '--short', 'HEAD').strip()}"
+        f"{' + changes' if _git('status', '--porcelain', 'healtrl/rewards').strip() else ''})\n"
+    )
     rng = random.Random(0)
     scale = 0.25 if args.quick else 1.0
 

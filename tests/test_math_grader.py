@@ -94,7 +94,7 @@ CASES = [
     ("\\boxed{0.5} (or $\\frac{1}{2}$)", "\\frac{1}{2}", B, 1.0, 1.0, ""),  # an alternative that agrees
     ("Either way, the answer is \\boxed{4}.", "4", B, 1.0, 1.0, ""),  # "either" alone is not a hedge
     ("Since x=2 or x=-2, and x>0, we get \\boxed{2}.", "2", B, 1.0, 1.0, ""),  # an earlier sentence's "or"
-    ("\\boxed{4}\nThis might be 5 for other n.", "4", B, 1.0, 1.0, ""),  # another line: not read (a known limit)
+    ("\\boxed{4}\nThis might be 5 for other n.", "4", B, 0.0, 1.0, ALTERNATIVE),  # after the last box (issue #39)
     # percentages (8)
     ("\\boxed{12.5\\%}", "12.5", B, 1.0, 0.0, PERCENT),
     ("\\boxed{12.50\\%}", "12.5", B, 1.0, 0.0, PERCENT),

@@ -13,15 +13,29 @@ import selectors
 import subprocess
 import sys
 import threading
+import time
 
 from ._common import logger
 
-MATH_VERIFY_TIMEOUT_S = 10.0
+MATH_VERIFY_TIMEOUT_S = 2.0
 """Wall-clock seconds math-verify may spend on the answers of one completion (or one `answers_match` call) in its
-worker process; past it the worker is killed and replaced and the answers do not match. It holds in any thread."""
+worker process, at most (a batch's deadline, `BATCH_SECONDS_PER_COMPLETION`, can leave less); past it the worker is
+killed and replaced and the answers do not match. It holds in any thread. The answers that reach math-verify (those
+not equal to the ground truth as strings, past the cost pre-check) take 10-100 ms each on an idle core; 2 s leaves
+room for a loaded machine (the worker's first parse, which loads math-verify's grammar, is made before it reports
+ready and is not counted)."""
 
-MATH_VERIFY_WORKERS = 2
-"""Worker processes running math-verify at once (each holds sympy, ~150 MB); more callers wait for a free one."""
+MATH_VERIFY_WORKERS = max(1, min(4, os.cpu_count() or 1))
+"""Worker processes running math-verify at once (each holds sympy, ~150 MB): one per CPU core, at most 4; more
+callers wait for a free one."""
+
+BATCH_SECONDS_PER_COMPLETION = 0.5
+"""A math reward call on n completions gives math-verify n times this many seconds in all (`Deadline`): its
+completions are graded in parallel, `MATH_VERIFY_WORKERS` at a time, and a completion still waiting for math-verify
+at the deadline does not match. One completion's math-verify call may take `MATH_VERIFY_WORKERS` times this (its
+share of the workers' time), so that hostile completions early in a batch cannot use up the time of the honest ones
+after them. Not counted: a worker's start-up, and waiting for a worker that another reward call holds (the bound is
+for one reward call; calls made at once share the workers)."""
 
 _STARTUP_TIMEOUT_S = 300.0  # importing math-verify (sympy) in a fresh worker, on a loaded machine
 
@@ -38,110 +52,330 @@ _WORKER_BOOT = (
     "import runpy, sys; sys.path.pop(0); path = sys.argv.pop(1); sys.argv[0] = path; "
     "runpy.run_path(path, run_name='__main__')"
 )
-_INTEGER_RE = re.compile(r"\d+")
-_FACTORIAL_RE = re.compile(r"(?:(\d+)|[)\]}])\s*!")  # "12!" (group 1: the integer) or "(...)!" (the bracket)
-_BINOMIAL_RE = re.compile(r"\\[dt]?binom|\\choose")
+MAX_SUM_TERMS = 100
+"""A `\\sum` or `\\prod` with a numeric bound above this is not sent to math-verify (sympy adds the terms one by one:
+`\\sum_{k=1}^{10^{7}} k!` runs for minutes); symbolic and infinite bounds are left to math-verify."""
+
+MAX_FUNCTION_ARGUMENT_DIGITS = 20
+"""A function (`\\sin`, `\\log`, `\\exp`'s exponent aside...) of a number with more digits than this is not sent to
+math-verify (`\\cos(9^{9^{5}})`: sympy reduces a 56,000-digit argument for seconds)."""
+
+MAX_COMPOUND_EXPONENT = 16
+"""A power of a sum that is not a plain rational number (`(x+1)^{n}`, `(1+i)^{n}`, `(2+\\sqrt{3})^{n}`) with an exponent
+above this is not sent to math-verify (sympy expands it: `(x+1)^{100}` takes seconds)."""
+
+MAX_DIGITS = 1_000_000
+"""A number (a power, a product...) with more digits than this is not sent to math-verify."""
+
+MAX_NESTING = 60
+"""An answer nested deeper than this (brackets, braces, fractions) is not sent to math-verify."""
+
+_TOKEN_RE = re.compile(r"(?a)\d+(?:\.\d*)?|\.\d+|\\[a-zA-Z]+|\\.|\*\*|!!|\S")
+# Rewritten before tokens are read: spacing and sizing commands vanish, operators get one spelling.
+_PREPARE = [
+    (re.compile(r"\\(?:left|right|[bB]igg?[lr]?|displaystyle|textstyle|[,;:! ]|quad|qquad)(?![a-zA-Z])|~"), " "),
+    (re.compile(r"\\operatorname\*?\s*\{\s*\\?([a-zA-Z]+)\s*\}|\\math(?:rm|it)\s*\{\s*\\?(Gamma)\s*\}"), r"\\\1\2"),
+    (re.compile(r"\\(?:cdot|times|ast)(?![a-zA-Z])"), "*"),
+    (re.compile(r"\\div(?![a-zA-Z])"), "/"),
+    (re.compile(r"\*\*|\\uparrow(?![a-zA-Z])|↑"), "^"),
+    (re.compile(r"\\[dtc]frac(?![a-zA-Z])"), r"\\frac"),
+    (re.compile(r"\\[dt]binom(?![a-zA-Z])"), r"\\binom"),
+]
+_FUNCTIONS = frozenset(
+    "sin cos tan cot sec csc arcsin arccos arctan arccot sinh cosh tanh coth sech csch log ln lg exp sqrt Gamma "
+    "floor ceil lfloor lceil zeta erf".split()
+)
+_CONSTANTS = frozenset({"pi", "e"})  # numbers that are not rational (sizes < 1)
+_SEPARATORS = frozenset(",;=<>|") | frozenset(
+    "\\leq \\geq \\le \\ge \\neq \\ne \\approx \\pm \\mp \\cup \\cap \\in \\to \\mid \\lor \\vee \\land \\wedge "
+    "\\setminus \\implies \\iff \\rightarrow \\Rightarrow \\quad \\text".split()
+)
+_OPENERS = {
+    "(": ")",
+    "[": "]",
+    "{": "}",
+    "\\{": "\\}",
+    "\\langle": "\\rangle",
+    "\\lfloor": "\\rfloor",
+    "\\lceil": "\\rceil",
+}
+_CLOSERS = frozenset(_OPENERS.values())
+_DIGITS = "0123456789"
+_LOG10_MAX_EXPONENT = math.log10(MAX_EXPONENT)
+_LOG10_MAX_FACTORIAL = math.log10(MAX_FACTORIAL)
+_LOG10_MAX_SUM_TERMS = math.log10(MAX_SUM_TERMS)
 
 
-def _operand_after(answer: str, i: int) -> tuple[str, int]:
-    """The operand of `^` that starts at `answer[i]` (blanks skipped): a braced group (its contents), a run of
-    digits or one character; and the index after it."""
-    while i < len(answer) and answer[i] in " \t":
-        i += 1
-    if i < len(answer) and answer[i] == "{":
-        depth = 0
-        for j in range(i, len(answer)):
-            depth += {"{": 1, "}": -1}.get(answer[j], 0)
-            if depth == 0:
-                return answer[i + 1 : j], j + 1
-        return answer[i + 1 :], len(answer)
-    digits = _INTEGER_RE.match(answer, i)
-    if digits:
-        return digits.group(0), digits.end()
-    return answer[i : i + 1], i + 1
+class _Costly(Exception):
+    """The answer would make sympy compute a huge number (`_too_costly`)."""
 
 
-def _tower_log10(expression: str, depth: int = 0) -> float | None:
-    """log10 of the value of `expression` when it is an integer or a power tower of integers (`9^{9^9}`, `9^9^9`
-    read right to left as LaTeX readers do, bases and exponents in braces or not), else None. Infinite when too
-    large to hold."""
-    expression = expression.strip()
-    if depth > 50:  # deeper nesting is left to math-verify and its timeout
-        return None
-    if expression.isdigit():
-        value = int(expression[:300])  # 300 digits decide whether it exceeds any bound here
-        return len(expression) - 1 if len(expression) > 300 else (math.log10(value) if value else float("-inf"))
-    if expression.startswith("{"):
-        base_text, i = _operand_after(expression, 0)
-    else:
-        digits = _INTEGER_RE.match(expression)
-        if not digits:
-            return None
-        base_text, i = digits.group(0), digits.end()
-    while i < len(expression) and expression[i] in " \t":
-        i += 1
-    if i >= len(expression):
-        return _tower_log10(base_text, depth + 1) if expression.startswith("{") else None
-    if expression[i] != "^":
-        return None
-    base, power = _tower_log10(base_text, depth + 1), _tower_log10(expression[i + 1 :], depth + 1)
-    if base is None or power is None:
-        return None
-    if base <= 0 or power == float("-inf"):
-        return 0.0
-    return float("inf") if power > 300 else 10**power * base
+class _Size:
+    """What `_CostReader` knows of a sub-expression: `digits`, log10 of an upper bound of its magnitude (of its
+    numeric part when it is `symbolic`); `exact`, a plain rational number; `compound`, a sum at its top level;
+    `factorial`, holds a factorial."""
+
+    __slots__ = ("digits", "symbolic", "exact", "compound", "factorial")
+
+    def __init__(self, digits=0.0, symbolic=False, exact=True, compound=False, factorial=False):
+        self.digits, self.symbolic, self.exact = max(0.0, digits), symbolic, exact
+        self.compound, self.factorial = compound, factorial
 
 
-def _exponent_after(answer: str, i: int) -> str:
-    """The exponent of the `^` before `answer[i]`: its operand, and with it the rest of a chain `a^b^c` (LaTeX readers
-    take `9^9^9` as `9^(9^9)`)."""
-    exponent, end = _operand_after(answer, i)
-    j = end
-    while True:
-        k = j
-        while k < len(answer) and answer[k] in " \t":
-            k += 1
-        if k >= len(answer) or answer[k] != "^":
-            break
-        _, j = _operand_after(answer, k + 1)
-    return exponent if j == end else answer[i:j]
+def _value_bound(size: _Size) -> float:
+    """An upper bound of the value of a numeric sub-expression (inf when too large for a float)."""
+    return float("inf") if size.digits > 300 else 10**size.digits
 
 
-def _group_before(answer: str, end: int) -> str:
-    """The contents of the bracketed group that closes at `answer[end]` (")", "]" or "}")."""
-    depth = 0
-    for i in range(end, -1, -1):
-        depth += {")": 1, "]": 1, "}": 1, "(": -1, "[": -1, "{": -1}.get(answer[i], 0)
-        if depth == 0:
-            return answer[i + 1 : end]
-    return answer[:end]
+class _CostReader:
+    """A recursive-descent reader of a LaTeX answer that bounds the size of every number sympy would compute, and
+    raises `_Costly` at the first that is too large (see `_too_costly` for the rules). It never evaluates anything
+    and accepts any text: what it does not know is a symbol."""
+
+    def __init__(self, answer: str):
+        for pattern, replacement in _PREPARE:
+            answer = pattern.sub(replacement, answer)
+        self.tokens = _TOKEN_RE.findall(answer)
+        self.i = 0
+        self.depth = 0
+
+    def peek(self) -> str | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def take(self) -> str | None:
+        token = self.peek()
+        self.i += token is not None
+        return token
+
+    def read(self) -> None:
+        while self.peek() is not None:
+            self.expression()
+            if self.peek() in _CLOSERS:
+                self.take()  # an unmatched closer ("[1, 2)" is read as a group; a stray one is skipped)
+
+    def expression(self) -> _Size:
+        """Terms joined by "+", "-", separators (",", "=", "\\le"...) and "\\choose", up to a closer or the end."""
+        parts, compound = [], False
+        while True:
+            token = self.peek()
+            if token is None or token in _CLOSERS:
+                break
+            if token in ("+", "-") or token in _SEPARATORS:
+                compound = compound or token in ("+", "-")
+                self.take()
+                continue
+            if token == "\\choose":
+                self.take()
+                self.binomial(parts[-1] if parts else _Size(), self.term())
+                continue
+            parts.append(self.term())
+        if not parts:
+            return _Size()
+        return _Size(
+            max(p.digits for p in parts) + math.log10(len(parts)),
+            any(p.symbolic for p in parts),
+            all(p.exact for p in parts),
+            compound or len(parts) > 1,
+            any(p.factorial for p in parts),
+        )
+
+    def term(self) -> _Size:
+        """Factors multiplied or divided (explicitly or by juxtaposition): their digits add up."""
+        factors = [self.power()]
+        while True:
+            token = self.peek()
+            if token in ("*", "/"):
+                self.take()
+                continue
+            if token is None or token in _CLOSERS or token in ("+", "-", "\\choose") or token in _SEPARATORS:
+                break
+            factors.append(self.power())
+        if len(factors) == 1:
+            return factors[0]
+        digits = sum(f.digits for f in factors)
+        if digits > MAX_DIGITS:
+            raise _Costly
+        return _Size(
+            digits, any(f.symbolic for f in factors), all(f.exact for f in factors), False,
+            any(f.factorial for f in factors),
+        )  # fmt: skip
+
+    def power(self) -> _Size:
+        """A primary with its postfix factorials and its exponent chain (`9^9^9` is `9^(9^9)`)."""
+        base = self.postfix(self.primary())
+        if self.peek() != "^":
+            return base
+        self.take()
+        if self.peek() == "^":  # "^^", Knuth's arrows (`\\uparrow\\uparrow`): a tower of unbounded height
+            raise _Costly
+        exponent = self.power_operand()
+        return self.postfix(self.raise_to(base, exponent))
+
+    def power_operand(self) -> _Size:
+        """The exponent after a "^": a braced group, a run of digits or one symbol, and the rest of a chain."""
+        token = self.peek()
+        if token in _OPENERS:
+            operand = self.primary()
+        elif token is not None and token[0] in _DIGITS:
+            operand = self.number(self.take())
+        else:
+            operand = self.primary()
+        operand = self.postfix(operand)
+        if self.peek() == "^":
+            self.take()
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise _Costly
+            operand = self.raise_to(operand, self.power_operand())
+            self.depth -= 1
+        return operand
+
+    def raise_to(self, base: _Size, exponent: _Size) -> _Size:
+        if exponent.factorial:
+            raise _Costly
+        if exponent.symbolic:
+            return _Size(base.digits, True, False, False, base.factorial)
+        if exponent.digits > _LOG10_MAX_EXPONENT:
+            raise _Costly
+        value = _value_bound(exponent)
+        if base.compound and not base.exact and value > MAX_COMPOUND_EXPONENT:
+            raise _Costly
+        digits = base.digits * value
+        if digits > MAX_DIGITS:
+            raise _Costly
+        return _Size(digits, base.symbolic, base.exact, False, base.factorial)
+
+    def postfix(self, size: _Size) -> _Size:
+        while self.peek() in ("!", "!!"):
+            self.take()
+            size = self.factorial(size)
+        return size
+
+    def factorial(self, argument: _Size) -> _Size:
+        """n!, n!! and Gamma(n): a number above `MAX_FACTORIAL`, or a factorial of a factorial, is refused."""
+        if argument.factorial:
+            raise _Costly
+        if argument.symbolic:
+            return _Size(argument.digits, True, False, False, True)
+        if argument.digits > _LOG10_MAX_FACTORIAL:
+            raise _Costly
+        return _Size(_value_bound(argument) * max(argument.digits, 1.0), False, argument.exact, False, True)
+
+    def binomial(self, top: _Size, bottom: _Size) -> _Size:
+        if any(not s.symbolic and s.digits > _LOG10_MAX_EXPONENT for s in (top, bottom)):
+            raise _Costly
+        if top.factorial or bottom.factorial:
+            raise _Costly
+        return _Size(top.digits * _value_bound(bottom) if not bottom.symbolic else top.digits, top.symbolic)
+
+    def argument(self) -> _Size:
+        """A command's argument: a group, else one token, of which a run of digits gives its first (`\\frac12`)."""
+        token = self.peek()
+        if token is not None and token[0] in _DIGITS and len(token) > 1:
+            self.tokens[self.i] = token[1:]
+            return self.number(token[0])
+        return self.primary()
+
+    def number(self, token: str) -> _Size:
+        whole = token.split(".")[0] or "0"
+        value = int(whole[:300])
+        digits = (len(whole) - 300 + math.log10(value)) if len(whole) > 300 else (math.log10(value) if value else 0)
+        return _Size(digits, False, True)
+
+    def primary(self) -> _Size:
+        """One operand, with its depth counted (`MAX_NESTING`)."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise _Costly
+        try:
+            return self._primary()
+        finally:
+            self.depth -= 1
+
+    def _primary(self) -> _Size:
+        token = self.take()
+        if token is None:
+            return _Size()
+        if token[0] in _DIGITS or token[0] == ".":
+            return self.number(token)
+        if token in _OPENERS:
+            inside = self.expression()
+            if self.peek() in _CLOSERS:
+                self.take()
+            return inside
+        if token in ("\\frac", "\\binom"):
+            top, bottom = self.argument(), self.argument()
+            if token == "\\binom":
+                return self.binomial(top, bottom)
+            return _Size(top.digits + bottom.digits, top.symbolic or bottom.symbolic, top.exact and bottom.exact,
+                         False, top.factorial or bottom.factorial)  # fmt: skip
+        if token in ("\\sum", "\\prod"):
+            for _ in range(2):  # _{lower} and ^{upper}, in either order
+                if self.peek() in ("_", "^"):
+                    self.take()
+                    bound = self.argument()
+                    if not bound.symbolic and bound.digits > _LOG10_MAX_SUM_TERMS:
+                        raise _Costly
+            return _Size(0, True, False)
+        if token.startswith("\\") and token[1:] in _FUNCTIONS:
+            name = token[1:]
+            if name == "sqrt" and self.peek() == "[":
+                self.primary()
+            if self.peek() == "_":  # \log_{2}
+                self.take()
+                self.argument()
+            if self.peek() == "^":  # \sin^{2} x
+                self.take()
+                self.power_operand()
+            argument = self.power()
+            if name == "exp":
+                return self.raise_to(_Size(0.5, False, False), argument)
+            if name == "Gamma":
+                return self.factorial(argument)
+            if not argument.symbolic and argument.digits > MAX_FUNCTION_ARGUMENT_DIGITS:
+                raise _Costly
+            digits = argument.digits / 2 if name == "sqrt" else argument.digits
+            return _Size(digits, argument.symbolic, False, False, argument.factorial)
+        if token.lstrip("\\") in _CONSTANTS:
+            return _Size(0.5, False, False)
+        return _Size(0, True, False)  # a symbol, or anything unknown
 
 
 def _too_costly(answer: str) -> bool:
-    """Whether sympy would compute a huge number for `answer`: an exponent above `MAX_EXPONENT` (integers and power
-    towers of integers are evaluated), a factorial in an exponent, a factorial of an integer above `MAX_FACTORIAL`,
-    of a group holding one or holding a factorial (`(10!)!`), a binomial coefficient with an integer above
-    `MAX_EXPONENT`. Answers have at most `MAX_ANSWER_CHARS` characters."""
-    bound = math.log10(MAX_EXPONENT)
-    i = answer.find("^")
-    while i >= 0:
-        exponent = _exponent_after(answer, i + 1)
-        size = _tower_log10(exponent)
-        if (size is not None and size > bound) or _FACTORIAL_RE.search(exponent.replace("\\!", "")):
-            return True
-        i = answer.find("^", i + 1)
-    factorial_bound = math.log10(MAX_FACTORIAL)
-    for match in _FACTORIAL_RE.finditer(answer):
-        if match.group(1) is not None:
-            if _tower_log10(match.group(1)) > factorial_bound:
-                return True
-            continue
-        group = _group_before(answer, match.start()).replace("\\!", "")
-        if "!" in group or any(_tower_log10(n) > factorial_bound for n in _INTEGER_RE.findall(group)):
-            return True
-    if _BINOMIAL_RE.search(answer):
-        return any(_tower_log10(n) > bound for n in _INTEGER_RE.findall(answer))
+    """Whether sympy would compute a huge number for `answer` (at most `MAX_ANSWER_CHARS` characters), read by
+    `_CostReader` without evaluating anything. Refused: an exponent above `MAX_EXPONENT` or holding a factorial
+    (power towers in `^`, `**`, `\\uparrow` and braces are bounded from the inside out: `9^{9^{9}}`, `9^9^9` read as
+    `9^(9^9)`, `{9}^{9}`); a factorial (`n!`, `n!!`, `\\Gamma(n)`, `\\operatorname{Gamma}`) of a number above
+    `MAX_FACTORIAL` or of a factorial, whatever expression gives it (`(9999^{2})!`, `10^{10}!`, `(10!)!`); a binomial
+    coefficient (`\\binom`, `\\dbinom`, `{n \\choose k}`) with a number above `MAX_EXPONENT`; a `\\sum` / `\\prod` with
+    a numeric bound above `MAX_SUM_TERMS`; a function of a number with more than `MAX_FUNCTION_ARGUMENT_DIGITS`
+    digits;
+    a power above `MAX_COMPOUND_EXPONENT` of a sum that is not a plain rational number; any number with more than
+    `MAX_DIGITS` digits; nesting deeper than `MAX_NESTING`. Numbers are bounded from above (a sum of n terms by n
+    times the largest, a product and a fraction by the product of the parts); `e` and `\\pi` are numbers."""
+    try:
+        _CostReader(answer).read()
+    except (_Costly, RecursionError):
+        return True
     return False
+
+
+class Deadline:
+    """A wall-clock deadline shared by the math-verify calls of one reward call, which waits that are not its own
+    (worker start-up, workers held by other calls) push back, and the most one of its calls may take (`per_call`)."""
+
+    def __init__(self, seconds: float, per_call: float = float("inf")):
+        self._end = time.monotonic() + seconds
+        self._lock = threading.Lock()
+        self.per_call = per_call  # the most one math-verify call may take
+
+    def remaining(self) -> float:
+        with self._lock:
+            return self._end - time.monotonic()
+
+    def extend(self, seconds: float) -> None:
+        with self._lock:
+            self._end += seconds
 
 
 class _Worker:
@@ -162,9 +396,11 @@ class _Worker:
             raise TimeoutError
         return self.process.stdout.readline()
 
-    def ask(self, request: bytes, timeout: float) -> bool:
-        """The worker's answer to one request; TimeoutError past `timeout` seconds (not counting its start-up)."""
+    def ask(self, request: bytes, timeout: float, deadline: Deadline | None = None) -> bool:
+        """The worker's answer to one request; TimeoutError past `timeout` seconds (not counting its start-up, by
+        which `deadline` is pushed back)."""
         if not self.ready:
+            started = time.monotonic()
             try:
                 line = self._read_line(_STARTUP_TIMEOUT_S)
             except TimeoutError:
@@ -172,6 +408,9 @@ class _Worker:
             if line != b"ready\n":
                 raise RuntimeError(f"The math-verify worker did not start (exit code {self.process.poll()}).")
             self.ready = True
+            if deadline is not None:
+                deadline.extend(time.monotonic() - started)
+                timeout = min(timeout, deadline.remaining())
         self.process.stdin.write(request)
         self.process.stdin.flush()
         reply = self._read_line(timeout)
@@ -204,20 +443,32 @@ def _stop_workers() -> None:
         worker.kill()
 
 
-def _math_verify(gold: str, predictions: list[str]) -> bool:
+def _math_verify(gold: str, predictions: list[str], deadline: Deadline | None = None) -> bool:
     """Whether every prediction is math-verify equivalent to `gold`, decided in a worker process within
-    `MATH_VERIFY_TIMEOUT_S` (False past it, and for answers `_too_costly` refuses)."""
+    `MATH_VERIFY_TIMEOUT_S` and before `deadline` (False past either, and for answers `_too_costly` refuses)."""
     if any(_too_costly(prediction) for prediction in predictions):
         return False
-    request = (json.dumps([gold, predictions, MATH_VERIFY_TIMEOUT_S]) + "\n").encode()
-    with _worker_slots:
+    started = time.monotonic()
+    if not _worker_slots.acquire(timeout=_STARTUP_TIMEOUT_S):
+        logger.warning("No math-verify worker came free in %g s; the answer does not match.", _STARTUP_TIMEOUT_S)
+        return False
+    try:
+        if deadline is not None:
+            deadline.extend(time.monotonic() - started)  # a worker held by another call
+        timeout = MATH_VERIFY_TIMEOUT_S
+        if deadline is not None:
+            timeout = min(timeout, deadline.per_call, deadline.remaining())
+        if timeout <= 0:
+            logger.warning("The reward call's math-verify deadline passed; an answer does not match.")
+            return False
+        request = (json.dumps([gold, predictions, timeout]) + "\n").encode()
         with _pool_lock:
             worker = _idle_workers.pop() if _idle_workers else None
         worker = worker or _Worker()
         try:
-            result = worker.ask(request, MATH_VERIFY_TIMEOUT_S)
+            result = worker.ask(request, timeout, deadline)
         except TimeoutError:
-            logger.warning("math-verify ran past %g s on an answer; it does not match.", MATH_VERIFY_TIMEOUT_S)
+            logger.warning("math-verify ran past its %.2g s on an answer; it does not match.", timeout)
             worker.kill()
             with _pool_lock:
                 _idle_workers.append(_Worker())  # loads math-verify while the rewards go on
@@ -228,3 +479,5 @@ def _math_verify(gold: str, predictions: list[str]) -> bool:
         with _pool_lock:
             _idle_workers.append(worker)
         return result
+    finally:
+        _worker_slots.release()

@@ -1,27 +1,68 @@
 """Multiple-choice reward: exactly one chosen option (a letter such as "(B)", "Answer: B", "\\boxed{B}", or the exact
 text of one option), compared with the `answer` column (the correct letter).
 
-Bounds (issue #25): reading a completion is linear in its length (the answer statements with one regex pass whose
-run of colons and whitespace is matched atomically, in the case-folded text; the boxes as in `healtrl.rewards.math`);
-a completion with more than `MAX_STATED_ANSWERS` (1,000) boxes chooses no option, and one whose boxes nest too deep
-is malformed (`extract_boxed`)."""
+Reading rules (issue #39):
+
+* The completion is read after `normalize_text` and in its `skeleton` (`healtrl.rewards._common`): line breaks of any
+  kind split lines, fullwidth `Ａ` is A, a Cyrillic `А` or Greek `Α` is A, zero-width characters vanish. The option
+  texts are read the same way, so matching an option by its text is unchanged for ordinary text.
+* One box or answer statement that names two options chooses none: after the leading option, any run of
+  separators (every character but an ASCII letter or digit, a line break, and ".", "!", "?" followed by whitespace:
+  `, ; | / & + ( ) –  — ∣ ‖ ∕ ǀ`, other scripts' words), LaTeX commands (`\\mid`, `\\vert`, `\\|`, `\\setminus`,
+  `\\backslash`, `\\lor`, `\\text{ or }`) and connective or hedge words ("or", "and", "and/or", "maybe", "vs")
+  followed by another standalone letter in range (`\\boxed{A (or B)}`, `\\boxed{A|B}`, `\\boxed{A–B}`,
+  `\\boxed{A \\mid B}`, "Answer: A∕B", "Answer: A, B", "Answer: A and/or B"). A letter followed by a lower-case
+  word ("A man", "I think") is the article or the pronoun, not an option; "(B) Paris", "B. Paris", "B - Paris" and
+  "A. B is wrong." name one option (a lower-case word, or a sentence end, stops the run).
+* Every box and every answer statement must name the same single option: "Answer: B" and a later "Answer: C" (on
+  lines split by any line break), or `\\boxed{B}` and "Answer: C", choose none; a restated answer is read once, and
+  more than `MAX_STATED_ANSWERS` different statements choose none.
+* After the final answer (the last box, else the last statement), a hedge word ("maybe", "perhaps", "probably",
+  "alternatively", "not sure", "plausible", "uncertain"...), another option offered ("or C", "could be (C)", "the
+  answer is C", "Final answer - C") or an answer statement naming another option chooses none (`_after_final`).
+
+Bounds (issues #25, #39): reading a completion is linear in its length (the answer statements with one regex pass
+whose run of colons and whitespace is matched atomically, in the case-folded text; the boxes as in
+`healtrl.rewards.math`;
+the second option within `STATEMENT_CHARS` of the first); a completion with more than `MAX_STATED_ANSWERS` (1,000)
+boxes, or more than `TAIL_OFFERS` options offered or different statements after its final answer, chooses no
+option, and one whose boxes nest too deep is malformed (`extract_boxed`)."""
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 
-from ._common import column, fold_case, safe_scores
-from .math import MAX_STATED_ANSWERS, _boxes
+from ._boxes import _CONTEXT_HEDGE_FOLDED_RE, _box_spans
+from ._common import column, fold_case, normalize_text, safe_scores, skeleton
+from .math import MAX_STATED_ANSWERS
 
 __all__ = ["LETTERS", "extract_choice", "multiple_choice_reward"]
 
 LETTERS = string.ascii_uppercase
 _WRAPPERS = re.compile(r"\\(?:text|textbf|mathrm|mathbf|mbox)\{([^{}]*)\}")
 _LEAD = re.compile(r"[(\[]?([A-Z])[)\]]?(?![A-Za-z0-9'’])")
-_HEDGE = re.compile(r"\s*(?:,|/|&|\bor\b|\band\b|\bnor\b)\s*[(\[]?([A-Z])[)\]]?(?![A-Za-z0-9'’])")
 _WORD = re.compile(r" (?!(?:or|and|nor)\b)[a-z]")
 _LOOSE = re.compile(r"(?<![A-Za-z0-9])[(\[]?([A-Z])[)\]]?(?![A-Za-z0-9'’])")
+# A second option after the leading one: any run of separators (every character but an ASCII letter or digit, a line
+# break and a sentence end: ".", "!" or "?" followed by whitespace or the end; so dashes, bars, slashes, `∣`, `‖`,
+# `∕`, brackets, other scripts' words), LaTeX commands (`\\mid`, `\\vert`, `\\setminus`, `\\text`, `\\lor`...) and
+# connective or hedge words, then a standalone letter ("A (or B)", "A|B", "A–B", "A \\mid B", "A \\text{ or } B",
+# "A, B", "A and/or B", "A, maybe B", "A vs B"). The words are matched case-insensitively, the letter only in upper
+# case. Read in at most `STATEMENT_CHARS` characters; the run is possessive (each repetition takes a separator
+# character, a whole command or a whole word, and never gives them back), so a failing position costs one pass.
+_SECOND_OPTION = re.compile(
+    r"(?:\\[A-Za-z]{2,}+|[^A-Za-z0-9\n.!?]|[.!?](?![\s]|$)|(?i:(?:or|and|nor|either|maybe|perhaps|possibly|probably"
+    r"|also|vs|versus|else|otherwise|alternatively|alternately|then|(?:could|might|may)\s+be)(?![a-z])))*+"
+    r"([A-Z])(?![A-Za-z0-9'’])"
+)
+# An option offered after the final answer ("\boxed{B}\nOr maybe C.", "Alternatively, the answer could be (C)").
+_TAIL_OFFER = re.compile(
+    r"(?i:\b(?:or|nor|alternatively|otherwise|(?:could|might|may|can)\s+(?:also\s+|instead\s+)?be|answer\s+"
+    r"(?:is|was|would\s+be|should\s+be|could\s+be|might\s+be))\b|\banswer\s*(?:[=‒–—―]|-+(?=\s)))[\s:,(\[]*"
+    r"([A-Z])(?![A-Za-z0-9'’])"
+)
 
 STATEMENT_CHARS = 200
 """An answer statement is read up to this many characters (or the end of its line)."""
@@ -54,9 +95,9 @@ def _span_letters(span: str, n_options: int, options: list[str]) -> set[str]:
     lead = _LEAD.match(span)
     if lead and lead.group(1) in valid:
         rest = span[lead.end() :]
-        hedged = _HEDGE.match(rest)
-        if hedged and hedged.group(1) in valid:
-            return {lead.group(1), hedged.group(1)}
+        second = _SECOND_OPTION.match(rest[:STATEMENT_CHARS])
+        if second and second.group(1) in valid and not _article(second.group(1), rest, second.end()):
+            return {lead.group(1), second.group(1)}
         bare = lead.group(0) == lead.group(1)
         if not (
             bare and lead.group(1) in "AI" and _WORD.match(rest)
@@ -72,20 +113,30 @@ def _span_letters(span: str, n_options: int, options: list[str]) -> set[str]:
     return letters
 
 
-def _statements(text: str) -> list[str]:
+def _article(letter: str, text: str, end: int) -> bool:
+    """Whether the letter ending at `text[end]` is the article "A" or the pronoun "I" ("A man", "I think")."""
+    return letter in "AI" and bool(_WORD.match(text, end))
+
+
+def _statements(text: str, ends: list | None = None) -> list[str]:
     """The answer of every answer statement of `text`, in order ("Answer: B", "the correct option is (C)"): after the
     head, colons and whitespace are skipped and the answer is the rest of the line, at most `STATEMENT_CHARS`
     characters. When only colons and whitespace follow the last head up to the end of the text, its answer is the
-    last of them that is not a newline (none: not a statement). Linear in the length of the text."""
+    last of them that is not a newline (none: not a statement). Linear in the length of the text. The end of each
+    answer is appended to `ends` when given."""
     folded = fold_case(text)
     spans = [match.span(2) for match in _STATEMENT.finditer(folded)]
     out = [text[start:end] for start, end in spans]
+    if ends is not None:
+        ends.extend(end for _, end in spans)
     # A head that only colons and whitespace follow to the end of the text (the atomic run leaves no answer).
     tail = len(text.rstrip("\n"))  # the text after this index is newlines only
     match = _STATEMENT_HEAD.search(folded, spans[-1][1] if spans else 0)
     while match:
         if _SEPARATORS.match(folded, match.end()).end() == len(text) and tail > match.end():
             out.append(text[tail - 1])
+            if ends is not None:
+                ends.append(len(text))
             break
         match = _STATEMENT_HEAD.search(folded, match.start() + 1)
     return out
@@ -94,8 +145,10 @@ def _statements(text: str) -> list[str]:
 def extract_choice(text: str, choices=None, n_options: int | None = None) -> str | None:
     """The single option letter a completion chooses, or None when it names none or several different ones.
 
-    Looks, in order, at the `\\boxed{}` answers (all of them must name the same single option), at the last answer
-    statement ("Answer: B", "the answer is (B)", "Final answer: Paris"), and, for a short completion, at the whole text.
+    Looks at the `\\boxed{}` answers and the answer statements ("Answer: B", "the answer is (B)", "Final answer:
+    Paris"; all of them must name the same single option), and, without either, for a short completion, at the whole
+    text; the text after the final answer must not hedge or name another option (the module docstring's rules). The
+    text is read after `normalize_text`, in its `skeleton`.
 
     Args:
         text: The completion text.
@@ -105,28 +158,82 @@ def extract_choice(text: str, choices=None, n_options: int | None = None) -> str
     Returns:
         An uppercase letter, or None.
     """
-    options = [str(c) for c in choices] if choices is not None else []
-    n = n_options or len(options) or 10
-    options = [_norm_text(option) for option in options]
-    boxed = _boxes(text, MAX_STATED_ANSWERS)
-    if boxed is None:  # more boxes than any completion restates its answer in
+    text = normalize_text(text)
+    if text is None:
         return None
-    if boxed:
-        spans = dict.fromkeys(boxed)  # a restated answer is read once
-        letters = set()
-        for span in spans:
+    return _extract_choice(skeleton(text), _options(choices), n_options)
+
+
+def _options(choices) -> list[str]:
+    """The option texts as `_extract_choice` compares them: normalized, confusables mapped, `_norm_text`."""
+    options = tuple(str(c) for c in choices) if choices is not None else ()
+    if sum(map(len, options)) <= _CACHED_OPTION_CHARS:
+        return list(_prepared_options(options))
+    return [_norm_text(skeleton(normalize_text(option) or "")) for option in options]
+
+
+_CACHED_OPTION_CHARS = 10_000  # option lists up to this many characters are cached (256 lists at most)
+
+
+@functools.lru_cache(maxsize=256)  # every completion of a prompt shares its options
+def _prepared_options(options: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(_norm_text(skeleton(normalize_text(option) or "")) for option in options)
+
+
+def _extract_choice(text: str, options: list[str], n_options: int | None = None) -> str | None:
+    """`extract_choice` on a normalized, skeleton text and prepared options (`_options`)."""
+    n = n_options or len(options) or 10
+    spans = _box_spans(text, MAX_STATED_ANSWERS)
+    if spans is None:  # more boxes than any completion restates its answer in
+        return None
+    spans = [span for span in spans if span[2]]
+    ends: list[int] = []
+    statements = _statements(text, ends)
+    # Every box and every answer statement must name the same single option ("Answer: B" then "Answer: C", or a box
+    # and a different "Answer:" line, choose nothing); a restated answer is read once.
+    stated = dict.fromkeys([content for _, _, content in spans] + statements)
+    if len(stated) > MAX_STATED_ANSWERS:
+        return None
+    if stated:
+        letters: set[str] = set()
+        for span in stated:
             letters |= _span_letters(span, n, options)
             if len(letters) > 1:
                 return None
-        return letters.pop() if len(letters) == 1 else None
-    statements = _statements(text)
-    if statements:
-        letters = _span_letters(statements[-1], n, options)
-        return letters.pop() if len(letters) == 1 else None
+        end = max(spans[-1][1] if spans else 0, ends[-1] if ends else 0)
+        return _after_final(text, end, letters, n, options)
     if len(text.strip()) <= 200:
         letters = _span_letters(text, n, options)
         return letters.pop() if len(letters) == 1 else None
     return None
+
+
+TAIL_OFFERS = 1_000
+"""At most this many options offered, or different answer statements, after the final answer are read
+(`_after_final`); more choose no option."""
+
+
+def _after_final(text: str, end: int, letters: set[str], n: int, options: list[str]) -> str | None:
+    """The chosen letter when `letters` holds exactly one and the text after the final answer (from `end`) neither
+    hedges (a hedge word of `healtrl.rewards.math`: "\\boxed{B}\nBut maybe not.") nor offers or states another option
+    ("\\boxed{B}\nOr possibly C.", "\\boxed{B}\nAnswer: C"); else None. Linear in the length of the tail."""
+    if len(letters) != 1 or _CONTEXT_HEDGE_FOLDED_RE.search(fold_case(text[end:])):
+        return None
+    (letter,) = letters
+    valid = LETTERS[:n]
+    for count, match in enumerate(_TAIL_OFFER.finditer(text, end)):
+        other = match.group(1)
+        if count >= TAIL_OFFERS:
+            return None
+        if other != letter and other in valid and not _article(other, text, match.end()):
+            return None
+    statements = dict.fromkeys(_statements(text[end:]))  # a restated answer is read once
+    if len(statements) > TAIL_OFFERS:
+        return None
+    for statement in statements:
+        if _span_letters(statement, n, options) - {letter}:
+            return None
+    return letter
 
 
 def _gold_letter(answer, options: list[str]) -> str | None:
@@ -175,8 +282,9 @@ def multiple_choice_reward(
     def score(i, text):
         options = [str(o) for o in option_lists[i]] if isinstance(option_lists[i], (list, tuple)) else []
         gold = _gold_letter(answers[i], options)
-        if gold is None:
+        text = normalize_text(text)
+        if gold is None or text is None:
             return None
-        return 1.0 if extract_choice(text, options) == gold else 0.0
+        return 1.0 if _extract_choice(skeleton(text), _options(options), len(options) or None) == gold else 0.0
 
     return safe_scores("multiple_choice", completions, score, log_metric)

@@ -43,8 +43,10 @@ SUMCHAIN_SIZE = 4000
 FOUR_NUMBER_SHARE = 2 / 3
 """Share of sum chains with four terms; the rest have three."""
 
-_STEP_RE = re.compile(r"^(\d{1,2})([+\-])(\d{1,2})=(\d{1,2})$")  # the operators of OPS
-_QUESTION_RE = re.compile(r"^(\d{1,2}(?:,\d{1,2}){2,3})>(\d{1,2})$")
+# ASCII digits only ([0-9], not \d): int() reads fullwidth, Arabic-Indic or math-bold digits too, so a completion could
+# spell a correct path in characters the tokenizer's answer never uses.
+_STEP_RE = re.compile(r"^([0-9]{1,2})([+\-])([0-9]{1,2})=([0-9]{1,2})$")  # the operators of OPS
+_QUESTION_RE = re.compile(r"^([0-9]{1,2}(?:,[0-9]{1,2}){2,3})>([0-9]{1,2})$")
 
 
 def _apply(a: int, op: str, b: int) -> int:
