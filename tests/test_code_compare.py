@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import time
 from decimal import Decimal
 
 import pytest
@@ -280,3 +281,25 @@ def test_make_code_reward_sandbox_mode(monkeypatch):
         code_module.make_code_reward(sandbox="strict")(completions=["print(1)"], tests=[None])
     assert code_module.make_code_reward()(completions=["print(1)"], tests=[None]) == [0.0]
     assert asked == [True, None]
+
+
+def test_a_batch_of_endless_loops_stops_at_the_batch_deadline():
+    """Eight endless loops after one honest program, one at a time, 2 s each: without the batch deadline the call
+    takes ~17 s; with it, max(2 s, 0.5 s x 9) = 4.5 s. The honest program, scored first, keeps its 1."""
+    from healtrl.rewards import code as code_module
+
+    spec = json.dumps({"kind": "stdio", "inputs": ["1\n"], "outputs": ["2"]})
+    reward = make_code_reward(SandboxLimits(timeout=2.0), workers=1)
+    reward(completions=["print(int(input()) + 1)"], tests=[spec])  # the sandbox's one-time probe, not timed
+    before = code_module.deadline_counts()
+    logged = []
+    completions = ["print(int(input()) + 1)"] + ["while True:\n    pass"] * 8
+    start = time.monotonic()
+    scores = reward(completions=completions, tests=[spec] * 9, log_metric=lambda k, v: logged.append((k, v)))
+    elapsed = time.monotonic() - start
+    assert scores == [1.0] + [0.0] * 8
+    assert elapsed < 4.5 + 3.0, elapsed  # the deadline plus the kill and a loaded machine's slack
+    after = code_module.deadline_counts()
+    late = after["completions"] - before["completions"]
+    assert 5 <= late <= 8 and after["batches"] == before["batches"] + 1, (before, after)
+    assert ("rewards/code/deadline", float(late)) in logged

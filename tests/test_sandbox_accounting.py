@@ -247,7 +247,7 @@ def test_sandbox_failures_are_counted_and_warned(monkeypatch, caplog):
     before = sandbox_error_counts()
     with caplog.at_level(logging.WARNING, logger="healtrl.rewards.sandbox"):
         assert reward(completions=[GOOD, WRONG], tests=tests, log_metric=log_metric) == [1.0, 0.0]
-    assert logged == {"rewards/code/malformed": 0.0, "rewards/sandbox_errors": 0.0}
+    assert logged == {"rewards/code/malformed": 0.0, "rewards/code/deadline": 0.0, "rewards/sandbox_errors": 0.0}
     assert sandbox_error_counts()["sandbox_errors"] == before["sandbox_errors"]
     assert sandbox_error_counts()["runs"] == before["runs"] + 4  # an assert test runs a judge and the candidate
     assert not [r for r in caplog.records if "sandbox failed" in r.getMessage()]
@@ -263,7 +263,7 @@ def test_sandbox_failures_are_counted_and_warned(monkeypatch, caplog):
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="healtrl.rewards.sandbox"):
         assert reward(completions=[GOOD, WRONG], tests=tests, log_metric=log_metric) == [0.0, 0.0]
-    assert logged == {"rewards/code/malformed": 0.0, "rewards/sandbox_errors": 2.0}
+    assert logged == {"rewards/code/malformed": 0.0, "rewards/code/deadline": 0.0, "rewards/sandbox_errors": 2.0}
     assert sandbox_error_counts()["sandbox_errors"] == before["sandbox_errors"] + 4  # both processes of each test
     warnings = [r.getMessage() for r in caplog.records if "sandbox failed 2 of 2 runs" in r.getMessage()]
     assert len(warnings) == 1 and "forced failure" in warnings[0] and "Check" in warnings[0], caplog.text

@@ -241,7 +241,7 @@ _judge()
 
 
 def run_assert_test(
-    code: str, test: str, entry_point: str, prompt: str, limits: SandboxLimits
+    code: str, test: str, entry_point: str, prompt: str, limits: SandboxLimits, cancel: threading.Event | None = None
 ) -> tuple[bool, SandboxResult]:
     """Run `check(entry_point)` of an assert-style test against a solution, judged outside the solution's process.
 
@@ -251,12 +251,13 @@ def run_assert_test(
         entry_point: The function under test.
         prompt: The task's prompt (its helper functions are visible to the test), may be empty.
         limits: Sandbox limits, applied to each of the two processes (they run concurrently).
+        cancel: When set, the judge is killed (status "cancelled"), and with it the candidate.
 
     Returns:
         (passed, the judge's `SandboxResult`; the candidate's when the sandbox failed it: status "sandbox_error").
     """
     with _PAIRS:  # both processes of a test hold a sandbox slot at once: never more pairs than slots
-        return _run_pair(code, test, entry_point, prompt, limits)
+        return _run_pair(code, test, entry_point, prompt, limits, cancel)
 
 
 # A pair waits for its two sandbox slots one after the other; with at most half the slots in pairs, a pair's second
@@ -264,7 +265,7 @@ def run_assert_test(
 _PAIRS = threading.BoundedSemaphore(max(1, len(sandbox._free_slots) // 2))
 
 
-def _run_pair(code: str, test: str, entry_point: str, prompt: str, limits: SandboxLimits):
+def _run_pair(code: str, test: str, entry_point: str, prompt: str, limits: SandboxLimits, stop=None):
     nonce = secrets.token_hex(16)
     request_read, request_write = os.pipe()
     reply_read, reply_write = os.pipe()
@@ -294,7 +295,7 @@ def _run_pair(code: str, test: str, entry_point: str, prompt: str, limits: Sandb
             "job.json": json.dumps({"fds": [request_write, reply_read], "entry_point": entry_point}),
         }
         judged = run_python(
-            _CODEC + _JUDGE, files, stdin=nonce + "\n", limits=limits, pass_fds=(request_write, reply_read)
+            _CODEC + _JUDGE, files, stdin=nonce + "\n", limits=limits, pass_fds=(request_write, reply_read), cancel=stop
         )
     finally:
         cancel.set()  # the verdict is in: whatever the candidate still does is killed

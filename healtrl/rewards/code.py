@@ -56,6 +56,12 @@ ran and anything else a hostile program may try). Nothing the program can read o
 expected outputs of stdio and functional tests never enter the sandbox (the program's outputs are compared outside
 it), and an assert-style test runs in a second sandboxed process, the judge, which calls the program's function over
 a pipe and gets back plain data only (`healtrl.rewards._assert_tests` has the design and its limits).
+
+Bounds: each completion's run is bounded by its sandbox limits (`DEFAULT_LIMITS`: 10 s of wall-clock time for all of
+its tests), and a batch of n completions by one deadline, `max(limits.timeout, BATCH_SECONDS_PER_COMPLETION * n)`
+seconds, after which what still runs is killed and what has not started is skipped (score 0, counted: see
+`make_code_reward`). Running a program takes what it takes: unlike the other rewards, a single completion can use
+its whole `limits.timeout`.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ import math
 import os
 import re
 import secrets
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, InvalidOperation
@@ -76,10 +83,12 @@ from ._common import column, report
 from .sandbox import SANDBOX_ERROR, SandboxLimits, isolation_level, report_sandbox_errors, run_python
 
 __all__ = [
+    "BATCH_SECONDS_PER_COMPLETION",
     "DEFAULT_LIMITS",
     "SANDBOX_MODES",
     "TestReport",
     "code_reward",
+    "deadline_counts",
     "extract_code",
     "make_code_reward",
     "run_tests",
@@ -365,13 +374,16 @@ def _bad_spec(error: _BadSpec) -> TestReport:
     return TestReport(0, 0, "bad_spec", detail=message)
 
 
-def run_tests(code: str, spec: dict | str, limits: SandboxLimits = DEFAULT_LIMITS) -> TestReport:
+def run_tests(
+    code: str, spec: dict | str, limits: SandboxLimits = DEFAULT_LIMITS, cancel: threading.Event | None = None
+) -> TestReport:
     """Run a solution against a test specification (see the module docstring) in the sandbox.
 
     Args:
         code: The solution's source code.
         spec: The test specification (dict, or its JSON string).
         limits: Sandbox limits for the whole run.
+        cancel: When set, the run is killed (status "cancelled"): the reward's batch deadline.
 
     Returns:
         A `TestReport`.
@@ -392,7 +404,7 @@ def run_tests(code: str, spec: dict | str, limits: SandboxLimits = DEFAULT_LIMIT
             return TestReport(0, 0, "bad_spec")
         if not re.search(rf"\bdef\s+{re.escape(entry_point)}\s*\(", code):  # a completion of the prompt's function
             code = str(spec.get("prompt", "")) + code
-        passed, result = run_assert_test(code, test, entry_point, str(spec.get("prompt", "")), limits)
+        passed, result = run_assert_test(code, test, entry_point, str(spec.get("prompt", "")), limits, cancel)
         return TestReport(int(passed), 1, result.status)
     if kind not in ("stdio", "functional"):
         return TestReport(0, 0, "bad_spec")
@@ -404,7 +416,7 @@ def run_tests(code: str, spec: dict | str, limits: SandboxLimits = DEFAULT_LIMIT
         return TestReport(0, 0, "bad_spec")
     files = {"solution.py": _HEADER + code, "job.json": json.dumps(job)}
     nonce = secrets.token_hex(16)
-    result = run_python(_IO_HARNESS, files, stdin=nonce + "\n", limits=limits)
+    result = run_python(_IO_HARNESS, files, stdin=nonce + "\n", limits=limits, cancel=cancel)
     got = None
     for line in reversed(result.stdout.splitlines()):
         if line.startswith(nonce + " "):
@@ -418,6 +430,38 @@ def run_tests(code: str, spec: dict | str, limits: SandboxLimits = DEFAULT_LIMIT
     match = _stdout_matches if kind == "stdio" else _value_matches
     passed = sum(match(g, e, tolerance) for g, e in zip(got, outputs))
     return TestReport(passed, len(outputs), result.status)
+
+
+BATCH_SECONDS_PER_COMPLETION = 0.5
+"""A code reward's batch of n completions is scored within `max(limits.timeout, 0.5 * n)` seconds (`make_code_reward`);
+past it, runs are killed and the completions left score 0 (`deadline_counts()`)."""
+
+_DEADLINE = "deadline"
+_deadline_lock = threading.Lock()
+_DEADLINE_COUNT = {"completions": 0, "batches": 0}
+
+
+def deadline_counts() -> dict[str, int]:
+    """Completions scored 0 because their batch's deadline passed, and the batches that reached it, in this process."""
+    with _deadline_lock:
+        return dict(_DEADLINE_COUNT)
+
+
+def _count_deadline(n_late: int, n_total: int, log_metric) -> None:
+    if n_late:
+        with _deadline_lock:
+            _DEADLINE_COUNT["completions"] += n_late
+            _DEADLINE_COUNT["batches"] += 1
+        logger.warning(
+            "Code reward: the batch's deadline passed; %d of %d completions were not run to the end and scored 0.",
+            n_late,
+            n_total,
+        )
+    if callable(log_metric):
+        try:
+            log_metric("rewards/code/deadline", float(n_late))
+        except Exception:  # a logging hook must not take the reward down
+            pass
 
 
 SANDBOX_MODES = ("namespaces", "strict")
@@ -441,6 +485,12 @@ def make_code_reward(
         sandbox: "namespaces" (default: the best isolation available, a warning naming what is missing) or
             "strict" (refuse unless the full isolation holds); see `SANDBOX_MODES`.
 
+    Bound: a batch of n completions is scored under one deadline, `max(limits.timeout, BATCH_SECONDS_PER_COMPLETION
+    * n)` seconds from its start (after the sandbox's one-time probe); at the deadline every run still going is
+    killed and every run not started is skipped, and those completions score 0, counted as
+    `rewards/code/deadline` (`deadline_counts()`). So a policy that writes endless loops stalls a step for at most
+    that long, not n x `limits.timeout` / workers.
+
     Returns:
         A TRL reward function reading the `tests` column. It raises `RuntimeError` when the sandbox cannot start on
         this machine, or, with `sandbox="strict"`, when part of its isolation is missing (see
@@ -456,14 +506,21 @@ def make_code_reward(
         completions = list(completions) if completions is not None else []
         specs = column(tests, len(completions), "tests")
         texts = [_clean_text(c) for c in completions]
+        deadline = threading.Event()  # set when the batch's time is up: runs are killed, the rest skipped
+        timer = threading.Timer(max(limits.timeout, BATCH_SECONDS_PER_COMPLETION * len(completions)), deadline.set)
+        timer.daemon = True
 
-        def score(i: int) -> float | None:
+        def score(i: int) -> float | str | None:
             if texts[i] is None or specs[i] is None:
                 return None
+            if deadline.is_set():
+                return _DEADLINE
             try:
-                outcome = run_tests(extract_code(texts[i]), specs[i], limits)
+                outcome = run_tests(extract_code(texts[i]), specs[i], limits, cancel=deadline)
             except Exception:  # never raise on a completion
                 return None
+            if outcome.status == "cancelled":
+                return _DEADLINE
             if outcome.status == SANDBOX_ERROR:  # the program did not run: 0, counted as the sandbox's failure
                 return SANDBOX_ERROR
             if outcome.status == "bad_spec":
@@ -473,11 +530,18 @@ def make_code_reward(
             return 1.0 if outcome.all_passed else 0.0
 
         n_workers = max(1, min(workers or min(4, os.cpu_count() or 1), len(completions) or 1))
-        with ThreadPoolExecutor(max_workers=n_workers) as pool:
-            scores = list(pool.map(score, range(len(completions))))
+        timer.start()
+        try:
+            with ThreadPoolExecutor(max_workers=n_workers) as pool:
+                scores = list(pool.map(score, range(len(completions))))
+        finally:
+            timer.cancel()
         report("code", sum(s is None for s in scores), len(completions), log_metric)
-        report_sandbox_errors(scores.count(SANDBOX_ERROR), sum(s is not None for s in scores), log_metric)
-        return [0.0 if s is None or s == SANDBOX_ERROR else float(s) for s in scores]
+        n_late = scores.count(_DEADLINE)
+        _count_deadline(n_late, len(completions), log_metric)
+        ran = sum(s is not None and s != _DEADLINE for s in scores)
+        report_sandbox_errors(scores.count(SANDBOX_ERROR), ran, log_metric)
+        return [0.0 if s is None or isinstance(s, str) else float(s) for s in scores]
 
     code_reward.__name__ = "code_reward"
     code_reward.__doc__ = make_code_reward.__doc__
