@@ -283,10 +283,13 @@ def test_make_code_reward_sandbox_mode(monkeypatch):
     assert asked == [True, None]
 
 
-def test_a_batch_of_endless_loops_stops_at_the_batch_deadline():
+def test_a_batch_of_endless_loops_stops_at_the_batch_deadline(monkeypatch):
     """Eight endless loops after one honest program, one at a time, 2 s each: without the batch deadline the call
-    takes ~17 s; with it, max(2 s, 0.5 s x 9) = 4.5 s. The honest program, scored first, keeps its 1."""
+    takes ~17 s; with it, max(2 s, 0.5 s x 9) = 4.5 s. The honest program, run first (the random run order is fixed
+    to the positions here), keeps its 1."""
     from healtrl.rewards import code as code_module
+
+    monkeypatch.setattr(code_module, "_run_order", lambda n: list(range(n)))
 
     spec = json.dumps({"kind": "stdio", "inputs": ["1\n"], "outputs": ["2"]})
     reward = make_code_reward(SandboxLimits(timeout=2.0), workers=1)
@@ -303,3 +306,38 @@ def test_a_batch_of_endless_loops_stops_at_the_batch_deadline():
     late = after["completions"] - before["completions"]
     assert 5 <= late <= 8 and after["batches"] == before["batches"] + 1, (before, after)
     assert ("rewards/code/deadline", float(late)) in logged
+
+
+def test_run_order_is_a_fresh_random_permutation():
+    from healtrl.rewards.code import _run_order
+
+    orders = [_run_order(8) for _ in range(20)]
+    assert all(sorted(order) == list(range(8)) for order in orders)
+    assert len({tuple(order) for order in orders}) > 1  # 20 equal draws: probability 8!^-19
+    assert any(order != list(range(8)) for order in orders)
+    assert _run_order(0) == [] and _run_order(1) == [0]
+
+
+def test_the_batch_deadline_does_not_always_cut_the_tail(monkeypatch):
+    """One worker, 10 completions of 50 ms each and a 0.1 s batch deadline: about 2 run, the rest are cut. Cut by
+    position, the cut ones would always be the last 8; in random order, which are cut varies between calls."""
+    from healtrl.rewards import code as code_module
+
+    def fake_run_tests(code, spec, limits, cancel=None):
+        time.sleep(0.05)
+        return code_module.TestReport(passed=1, total=1, status="ok")
+
+    monkeypatch.setattr(code_module, "isolation_level", lambda strict=None: "namespaces")
+    monkeypatch.setattr(code_module, "run_tests", fake_run_tests)
+    monkeypatch.setattr(code_module, "BATCH_SECONDS_PER_COMPLETION", 0.01)
+    reward = code_module.make_code_reward(SandboxLimits(timeout=0.1), workers=1)
+    spec = json.dumps({"kind": "stdio", "inputs": [""], "outputs": [""]})
+    cut_sets = []
+    for _ in range(6):
+        scores = reward(completions=["print(1)"] * 10, tests=[spec] * 10)
+        cut = frozenset(i for i, s in enumerate(scores) if s == 0.0)
+        assert 0 < len(cut) < 10, scores
+        cut_sets.append(cut)
+    tails = {frozenset(range(10 - len(cut), 10)) for cut in cut_sets}
+    assert any(cut not in tails for cut in cut_sets), cut_sets  # by position, every cut is a tail
+    assert len(set(cut_sets)) > 1, cut_sets

