@@ -228,6 +228,40 @@ def test_honest_explanations_after_the_final_answer_score_1(after):
 
 
 @pytest.mark.parametrize(
+    ("text", "gold"),
+    [
+        # a clause that rejects a value does not offer it
+        ("\\boxed{3}\nWe reject the other solution x = -2 since x must be positive.", "3"),
+        ("\\boxed{3}\n\nNote: the other root, x = -2, is extraneous because the log is undefined there.", "3"),
+        # a clause that verifies with an "=" does not offer the values of its computation
+        ("\\boxed{4}\n\nWe can also verify: substituting x = 4 gives 2(4) - 3 = 5. ✓", "4"),
+        # rates in two units convert one quantity; "$18 " is a price, not a math span
+        ("\\boxed{18}\n\nThis means Janet earns $18 per day, or $126 per week.", "18"),
+        # a ground truth with \pm lists two values
+        ("\\boxed{-1 \\text{ or } 1}", "\\pm 1"),
+    ],
+)
+def test_honest_rejections_checks_and_conversions_after_the_answer_score_1(text, gold):
+    assert math_reward(completions=[text], answer=[gold]) == [1.0]
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        "\nWait, it's 3.",
+        "\nWait, we reject 4 and take 3.",  # the rejection's clause ends at "and"
+        "\nWait, 4 is not right, it's 3.",
+        "\nWait, it is not 4 since it's 3.",
+        "\nActually, checking again gives 3.",  # a check without a computation offers its value
+        "\nWait, it's 3 per day.",  # one rate: offered
+        "\nCorrection: 3, not 4.",
+    ],
+)
+def test_rejections_and_checks_still_offer_the_values_of_other_clauses(after):
+    assert math_reward(completions=["\\boxed{4}" + after], answer=["4"]) == [0.0]
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "\\boxed{4} (though 3 is also plausible)",
@@ -406,6 +440,13 @@ TWO_OPTIONS = [
     "\\boxed{\u1d00|\u0299}",  # small capitals
     "\\boxed{A}\nFinal answer - B",
     "\\boxed{A} (though B is also plausible)",
+    # a second letter as the subject of a clause that endorses it, or reached through "or", "/", "|"
+    "Answer: A, B is also correct",
+    "Answer: A; B is right",
+    "Answer: A and B are both correct",
+    "Answer: A or B is correct",
+    "Answer: A / B is wrong",
+    "Answer: A, B works too",
 ]
 
 
@@ -433,10 +474,21 @@ def test_multiple_choice_naming_two_options_scores_0(text):
         "Answer: A - Paris",
         "Answer: A. Paris",
         "Answer: A: Paris",
+        # a letter that is the subject of a clause is not a second chosen option
+        "The answer is A, and D is wrong.",
+        "The answer is A (B is London).",
+        "The answer is A - D is Berlin.",
+        "The answer is A; B, C and D are wrong.",
+        "The answer is A; D is a distractor.",
     ],
 )
 def test_multiple_choice_correct_twins_score_1(text):
     assert mc_score(text, "A") == 1.0
+
+
+def test_multiple_choice_hedge_after_the_answer_scores_0_without_another_option():
+    """A hedge word after the final answer weighs the choice itself (module docstring): 0 even with no other option."""
+    assert mc_score("\\boxed{A}\nThis is likely the intended answer.") == 0.0
 
 
 def test_extract_choice_reads_normalised_text():
@@ -474,12 +526,37 @@ COSTLY = {
     "functions of huge numbers": ["\\sin(10^{1000})", "\\cos(9^{9^{5}})", "\\exp(\\exp(100))", "\\log(10^{10^{5}})"],
     "huge products": ["(2^{100000})^{100000}", "(10^{100000})^{20}"],
     "deep nesting": ["(" * 200 + "1" + ")" * 200, "\\sqrt{" * 100 + "2" + "}" * 100],
+    # exponents above MAX_EXPONENT (10,000) on integer, rational and symbolic bases
+    "exponents above 10,000": [
+        "9^{99999}",
+        "(\\frac13+\\frac17)^{99999}",
+        "x^{99999}",
+        "\\lfloor 10^{99999}\\pi\\rfloor",
+    ],
+    "powers of numbers that are not rational": ["\\sin(1)^{99999}", "\\sin(1)^{100}", "\\pi^{99999}", "e^{500}"],
+    "terms of sums, products and integrals": [
+        "\\sum_{k=1}^{100} k^{99999}",
+        "\\prod_{k=1}^{100} k^{999}",
+        "\\int_0^1 x^{99999} dx",
+        "\\int_0^1 x^{500} dx",
+    ],
+    "binomials above 10,000": ["\\binom{99999}{50000}", "{99999 \\choose 50000}"],
+    "nested functions": ["\\sin(" * 6 + "x" + ")" * 6, "\\sin(" * 9 + "x" + ")" * 9, "\\log(" * 8 + "x" + ")" * 8],
 }
+# Measured on an idle core before they were refused (math-verify, warm): 9^{99999} 1.1 s, \binom{99999}{50000} 0.96 s,
+# \sin(1)^{100} 1-2 s, \sin(...(x)) 8 deep 0.9-3 s; refused now, each answers_match returns in < 0.1 s.
+SLOW_BEFORE = [
+    "\\sin(1)^{99999}", "\\sum_{k=1}^{100} k^{99999}", "\\int_0^1 x^{99999} dx", "9^{99999}", "\\prod_{k=1}^{100} k^{999}",
+    "\\binom{99999}{50000}", "(\\frac13+\\frac17)^{99999}", "\\lfloor 10^{99999}\\pi\\rfloor",
+    "\\sin(" * 8 + "x" + ")" * 8,
+]  # fmt: skip
 FINE = [
-    "2^{16}^{2}", "{2}^{3}", "x^2^3", "e^{i\\pi}", "3\\times10^8", "2^{100000}", "10^{100000}", "5!", "(n+1)!", "10!",
+    "2^{16}^{2}", "{2}^{3}", "x^2^3", "e^{i\\pi}", "3\\times10^8", "5!", "(n+1)!", "10!",
     "\\binom{10}{3}", "\\binom{n}{2}", "\\frac{1}{2}", "\\frac12", "[1,2)", "(x+1)^2", "(1-\\frac{1}{2})^{20}",
     "\\sum_{k=1}^{\\infty} \\frac{1}{k^2}", "\\sum_{k=1}^{10} k", "\\log_{2}(2^{64})", "\\Gamma(\\frac{1}{2})",
-    "\\{1, 2, 3\\}", "x \\in (0, \\infty)", "12.5\\%", "30^\\circ", "\\sqrt{2}^{10}",
+    "\\{1, 2, 3\\}", "x \\in (0, \\infty)", "12.5\\%", "30^\\circ", "\\sqrt{2}^{10}", "2^{10}", "2^{100}", "2^{10000}",
+    "10^{10000}", "x^{2}+1", "\\binom{100}{50}", "\\sum_{k=1}^{100} k^{2}", "\\int_0^1 x^{2} dx", "\\sin(\\sin(x))",
+    "\\pi^{2}", "\\sin(1)^{2}", "(1+\\sqrt{2})^{16}", "\\sqrt{\\log(\\sin(x))}",
 ]  # fmt: skip
 
 
@@ -496,6 +573,14 @@ def test_ordinary_answers_pass_the_cost_pre_check():
     assert [answer for answer in FINE if pool_module._too_costly(answer)] == []
     completions = ["\\boxed{5!}", "\\boxed{2^{10}}", "\\boxed{\\binom{10}{3}}", "\\boxed{\\frac{10!}{2 \\cdot 9!}}"]
     assert math_reward(completions=completions, answer=["120", "1024", "120", "5"]) == [1.0] * 4
+
+
+def test_answers_that_stalled_math_verify_return_at_once():
+    for answer in SLOW_BEFORE:
+        assert pool_module._too_costly(answer), answer
+        start = time.perf_counter()
+        assert answers_match(answer, "7") is False
+        assert time.perf_counter() - start < 0.1, answer
 
 
 def test_the_cost_reader_is_fast_on_any_answer():

@@ -222,7 +222,7 @@ def test_huge_numbers_are_refused_before_math_verify(bomb):
 def test_chains_and_braced_bases_are_read_as_towers():
     for bomb in BOMBS[-4:]:
         assert pool_module._too_costly(bomb[len("\\boxed{") : -1]), bomb
-    for fine in ["2^{16}^{2}", "{2}^{3}", "x^2^3", "e^{i\\pi}", "3\\times10^8", "2^{100000}"]:
+    for fine in ["2^{16}^{2}", "{2}^{3}", "x^2^3", "e^{i\\pi}", "3\\times10^8", "2^{10000}"]:
         assert not pool_module._too_costly(fine), fine
 
 

@@ -308,11 +308,12 @@ TAIL_CUES = (
 )
 _TAIL_CUE_RE = words_re(TAIL_CUES, folded=True)
 # A value after a cue: a math span, a LaTeX math command with its braces (not a text command), a number word other
-# than "one" (a pronoun too), or a run of numbers joined by operators ("2 + 2 = 4": its value is what follows the last
-# "=", 4; a run followed by a letter or digit, "3x", "2nd", is not a value). A number right after a comparison ("n >
-# 3", "n \geq 3") is a bound, not a value. Every repetition is possessive and bounded: linear in the tail.
+# than "one" (a pronoun too; "$18 per day" is a price: a "$" before a number and a space opens no span), or a run
+# of numbers joined by operators ("2 + 2 = 4": its value is what follows the last "=", 4; a run followed by a letter
+# or digit, "3x", "2nd", is not a value). A number right after a comparison ("n > 3", "n \geq 3") is a bound, not a
+# value. Every repetition is possessive and bounded: linear in the tail.
 _TAIL_VALUE_RE = re.compile(
-    r"(?=[$\\a-z0-9-])(\$[^$\n]{1,200}\$|\\\([^\n\\]{1,200}\\\)"
+    r"(?=[$\\a-z0-9-])(\$(?!\d[\d,.]*+(?:[ \t]|$))[^$\n]{1,200}\$|\\\([^\n\\]{1,200}\\\)"
     r"|\\(?!text|mbox|hbox|emph|label|ref|cite|url|href|section)[a-z]+(?:\{[^{}\n]{0,200}\})+"
     rf"|\b(?!one\b)(?:{_NUMBER_WORDS})\b"
     r"|(?<![\w.<>≤≥≠])(?<![<>≤≥≠]\s)(?<!eq\s)-?\d++(?:\.\d++)?(?:[ \t]*+[-+*/×÷^=][ \t]*+-?\d++(?:\.\d++)?)*+)"
@@ -327,6 +328,28 @@ _WORD_VALUES = dict(
 )
 """A number word after a cue is compared as its number ("Wait, it's three." states 3)."""
 
+
+# A clause of a cued sentence: split at punctuation, sentence ends and joining words (`_CLAUSE_SPLIT_RE`). A clause
+# that rejects a value ("We reject the other solution x = -2 since x must be positive", "x = -2 is extraneous") or
+# verifies one ("substituting x = 4 gives 2(4) - 3 = 5") does not offer its values (`_NOT_OFFERED_RE`); its joining
+# words end it, so "reject 4 and take 3", "it is not 4 since it's 3", "4 is wrong, it's 3" still offer 3.
+_CLAUSE_SPLIT_RE = re.compile(
+    r"[,;:!?\n]|\.(?!\d)|(?<![a-z0-9_])(?:and|but|since|because|so|thus|hence|therefore|instead|rather|then"
+    r"|while|whereas|although|though|however|yet|or|nor|actually|wait)(?![a-z0-9_])"
+)
+_NOT_OFFERED_RE = re.compile(
+    r"(?<![a-z0-9_])(?:reject(?:s|ed|ing)?|discard(?:s|ed|ing)?|extraneous|invalid|not\s+valid|cannot\s+be"
+    r"|can'?t\s+be|isn'?t|is\s+not|doesn'?t\s+work|does\s+not\s+work|fails?|excluded?|ruled?\s+out)(?![a-z0-9_])"
+)
+_VERIFIES_RE = re.compile(
+    r"(?<![a-z0-9_])(?:verif(?:y|ies|ied|ying|ication)|check(?:s|ed|ing)?|substitut(?:e|es|ed|ing|ion)"
+    r"|plug(?:s|ged|ging)?|indeed)(?![a-z0-9_])|[✓✔]"
+)
+# A rate in a unit of time after a value ("18 per day", "126 a week", "5/hour"): when the cued text states rates in two
+# different units ("$18 per day, or $126 per week"), they convert one quantity and are not offered answers.
+_RATE_RE = re.compile(r"[ \t]*+(?:per|/|a|an|each|every)[ \t]*+(second|minute|hour|day|week|month|year)s?(?![a-z])")
+CLAUSE_CHARS = 400
+"""A clause longer than this (no punctuation or joining word in 400 characters) is read as its first 400."""
 
 CUED_VALUE_CHARS = 1_000
 """A cued value longer than this (a run of 1,000 characters of arithmetic) makes the completion score 0 (as more than
@@ -347,8 +370,11 @@ def _cued_values(words: str, text: str, start: int, limit: int) -> list[str] | N
         return []
     window = max(start, cue.start() - BOX_CONTEXT_CHARS)
     ends = [match.end() for match in _CLAUSE_START_RE.finditer(words, window, cue.start())]
+    begin = ends[-1] if ends else window
     out = []
-    for count, match in enumerate(_TAIL_VALUE_RE.finditer(words, ends[-1] if ends else window)):
+    rates: list[tuple[str, str]] = []  # (unit, value) of the values followed by a rate ("18 per day")
+    clause_end, skipped = begin, False  # the clause being read (`_NOT_OFFERED_RE`), and whether it offers nothing
+    for count, match in enumerate(_TAIL_VALUE_RE.finditer(words, begin)):
         if count >= limit:
             return None
         value = text[match.start(1) : match.end(1)]
@@ -356,9 +382,27 @@ def _cued_values(words: str, text: str, start: int, limit: int) -> list[str] | N
             return None
         if match.end() < len(words) and _is_word(words[match.end()]) and value[-1].isdigit():
             continue  # "3x", "2nd": part of a word or a term, not a value (the run is possessive: linear)
+        if match.start(1) >= clause_end:  # a new clause: from the last split before the value to the next after it
+            low = max(begin, clause_end, match.start(1) - CLAUSE_CHARS)
+            splits = [split.end() for split in _CLAUSE_SPLIT_RE.finditer(words, low, match.start(1))]
+            clause_start = splits[-1] if splits else low
+            following = _CLAUSE_SPLIT_RE.search(words, match.end(1), match.end(1) + CLAUSE_CHARS)
+            clause_end = following.start() if following else min(len(words), match.end(1) + CLAUSE_CHARS)
+            skipped = _NOT_OFFERED_RE.search(words, clause_start, clause_end) is not None or (
+                _VERIFIES_RE.search(words, clause_start, clause_end) is not None
+                and words.find("=", clause_start, clause_end) >= 0
+            )
+        if skipped:
+            continue  # a rejected or verified value ("we reject x = -2", "substituting x = 4 gives 2(4) - 3 = 5")
+        rate = _RATE_RE.match(words, match.end())
+        if rate:
+            rates.append((rate.group(1), value))
+            continue
         if value[0].isdigit() or value[0] == "-":
             value = value.rsplit("=", 1)[-1]
         out.append(str(_WORD_VALUES.get(value.lower(), _strip_answer(value))))
+    if len({unit for unit, _ in rates}) < 2:  # one rate, or rates in one unit: offered values all the same
+        out.extend(_strip_answer(value) for _, value in rates)
     return out
 
 

@@ -39,14 +39,34 @@ for one reward call; calls made at once share the workers)."""
 
 _STARTUP_TIMEOUT_S = 300.0  # importing math-verify (sympy) in a fresh worker, on a loaded machine
 
-MAX_EXPONENT = 100_000
-"""An answer with an exponent (`^`) worth more than this, a factorial of more than `MAX_FACTORIAL`, or a binomial
-coefficient of a number above `MAX_EXPONENT` is not sent to math-verify (it does not match): sympy would compute the
-number, `9^{9^{9^{9}}}` for hours. Exponents are read as integers, or as power towers of integers; an exponent with
-anything else in it (`2^{n}`) is left to math-verify and its timeout."""
+MAX_EXPONENT = 10_000
+"""An answer with an exponent (`^`) worth more than this, whatever its base (an integer `9^{99999}`, a rational
+`(\\frac13+\\frac17)^{99999}`, a symbol), or a factorial of more than `MAX_FACTORIAL`, is not sent to math-verify
+(it does not match): sympy would compute the number (`9^{99999}` takes ~1 s, `9^{9^{9^{9}}}` hours). Exponents are
+read as integers, or as power towers of integers; an exponent with anything else in it (`2^{n}`) is left to
+math-verify and its timeout."""
 
 MAX_FACTORIAL = 10_000
 """See `MAX_EXPONENT`."""
+
+MAX_BINOMIAL = 10_000
+"""A binomial coefficient (`\\binom`, `\\dbinom`, `{n \\choose k}`) of a number above this is not sent to math-verify
+(`\\binom{99999}{50000}` takes ~1 s)."""
+
+MAX_IRRATIONAL_EXPONENT = 20
+"""A power of a number that is not a plain rational number (a function value `\\sin(1)`, `\\pi`, `e`, a root
+`\\sqrt{2}`, a sum holding one) with an exponent above this is not sent to math-verify (sympy expands or evaluates it:
+`\\sin(1)^{100}` takes ~1 s, `\\sin(1)^{50}` ~0.3 s, `\\sin(1)^{20}` ~0.1 s). Powers of symbols (`x^{200}`) are
+bounded by `MAX_EXPONENT` only."""
+
+MAX_OPERATOR_EXPONENT = 100
+"""After a `\\sum`, `\\prod` or `\\int`, in the rest of the group that holds it (the whole answer at the top level),
+an exponent above this is not sent to math-verify (`\\sum_{k=1}^{100} k^{99999}`, `\\prod_{k=1}^{100} k^{999}`,
+`\\int_0^1 x^{99999} dx`: sympy computes every term)."""
+
+MAX_FUNCTION_NESTING = 5
+"""Function applications (`\\sin`, `\\log`, `\\sqrt`...) nested deeper than this are not sent to math-verify:
+`\\sin(\\sin(...(x)))` takes ~0.3 s 5 deep, ~0.9 s 8 deep."""
 
 _WORKER_BOOT = (
     "import runpy, sys; sys.path.pop(0); path = sys.argv.pop(1); sys.argv[0] = path; "
@@ -102,6 +122,8 @@ _OPENERS = {
 _CLOSERS = frozenset(_OPENERS.values())
 _DIGITS = "0123456789"
 _LOG10_MAX_EXPONENT = math.log10(MAX_EXPONENT)
+_LOG10_MAX_BINOMIAL = math.log10(MAX_BINOMIAL)
+_BIG_OPERATORS = frozenset({"\\sum", "\\prod", "\\int", "\\iint", "\\iiint", "\\oint"})
 _LOG10_MAX_FACTORIAL = math.log10(MAX_FACTORIAL)
 _LOG10_MAX_SUM_TERMS = math.log10(MAX_SUM_TERMS)
 
@@ -138,6 +160,8 @@ class _CostReader:
         self.tokens = _TOKEN_RE.findall(answer)
         self.i = 0
         self.depth = 0
+        self.functions = 0  # function applications being read, nested
+        self.operator = False  # a \sum / \prod / \int was read earlier in the current group
 
     def peek(self) -> str | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -155,6 +179,13 @@ class _CostReader:
 
     def expression(self) -> _Size:
         """Terms joined by "+", "-", separators (",", "=", "\\le"...) and "\\choose", up to a closer or the end."""
+        outer = self.operator
+        try:
+            return self._expression()
+        finally:
+            self.operator = outer  # a big operator's scope ends with its group
+
+    def _expression(self) -> _Size:
         parts, compound = [], False
         while True:
             token = self.peek()
@@ -240,6 +271,10 @@ class _CostReader:
         value = _value_bound(exponent)
         if base.compound and not base.exact and value > MAX_COMPOUND_EXPONENT:
             raise _Costly
+        if not base.exact and not base.symbolic and value > MAX_IRRATIONAL_EXPONENT:
+            raise _Costly
+        if self.operator and value > MAX_OPERATOR_EXPONENT:
+            raise _Costly
         digits = base.digits * value
         if digits > MAX_DIGITS:
             raise _Costly
@@ -262,7 +297,7 @@ class _CostReader:
         return _Size(_value_bound(argument) * max(argument.digits, 1.0), False, argument.exact, False, True)
 
     def binomial(self, top: _Size, bottom: _Size) -> _Size:
-        if any(not s.symbolic and s.digits > _LOG10_MAX_EXPONENT for s in (top, bottom)):
+        if any(not s.symbolic and s.digits > _LOG10_MAX_BINOMIAL for s in (top, bottom)):
             raise _Costly
         if top.factorial or bottom.factorial:
             raise _Costly
@@ -309,12 +344,14 @@ class _CostReader:
                 return self.binomial(top, bottom)
             return _Size(top.digits + bottom.digits, top.symbolic or bottom.symbolic, top.exact and bottom.exact,
                          False, top.factorial or bottom.factorial)  # fmt: skip
-        if token in ("\\sum", "\\prod"):
+        if token in _BIG_OPERATORS:
+            self.operator = True
             for _ in range(2):  # _{lower} and ^{upper}, in either order
                 if self.peek() in ("_", "^"):
                     self.take()
                     bound = self.argument()
-                    if not bound.symbolic and bound.digits > _LOG10_MAX_SUM_TERMS:
+                    counted = token in ("\\sum", "\\prod")
+                    if counted and not bound.symbolic and bound.digits > _LOG10_MAX_SUM_TERMS:
                         raise _Costly
             return _Size(0, True, False)
         if token.startswith("\\") and token[1:] in _FUNCTIONS:
@@ -327,7 +364,14 @@ class _CostReader:
             if self.peek() == "^":  # \sin^{2} x
                 self.take()
                 self.power_operand()
-            argument = self.power()
+            self.functions += 1
+            if self.functions > MAX_FUNCTION_NESTING:
+                raise _Costly
+            try:  # `\sin(1)^{50}` is `(\sin 1)^{50}`: a bracketed argument ends at its closer, the power applies to
+                # the function's value (in `power`); `\sin x^{2}` is `\sin(x^{2})`
+                argument = self.postfix(self.primary()) if self.peek() in _OPENERS else self.power()
+            finally:
+                self.functions -= 1
             if name == "exp":
                 return self.raise_to(_Size(0.5, False, False), argument)
             if name == "Gamma":
@@ -342,17 +386,20 @@ class _CostReader:
 
 
 def _too_costly(answer: str) -> bool:
-    """Whether sympy would compute a huge number for `answer` (at most `MAX_ANSWER_CHARS` characters), read by
-    `_CostReader` without evaluating anything. Refused: an exponent above `MAX_EXPONENT` or holding a factorial
-    (power towers in `^`, `**`, `\\uparrow` and braces are bounded from the inside out: `9^{9^{9}}`, `9^9^9` read as
-    `9^(9^9)`, `{9}^{9}`); a factorial (`n!`, `n!!`, `\\Gamma(n)`, `\\operatorname{Gamma}`) of a number above
+    """Whether sympy would compute a huge number for `answer` (at most `MAX_ANSWER_CHARS` characters), or work on it for
+    long, read by `_CostReader` without evaluating anything. Refused: an exponent above `MAX_EXPONENT` or holding a
+    factorial (power towers in `^`, `**`, `\\uparrow` and braces are bounded from the inside out: `9^{9^{9}}`, `9^9^9`
+    read as `9^(9^9)`, `{9}^{9}`); a factorial (`n!`, `n!!`, `\\Gamma(n)`, `\\operatorname{Gamma}`) of a number above
     `MAX_FACTORIAL` or of a factorial, whatever expression gives it (`(9999^{2})!`, `10^{10}!`, `(10!)!`); a binomial
-    coefficient (`\\binom`, `\\dbinom`, `{n \\choose k}`) with a number above `MAX_EXPONENT`; a `\\sum` / `\\prod` with
-    a numeric bound above `MAX_SUM_TERMS`; a function of a number with more than `MAX_FUNCTION_ARGUMENT_DIGITS`
-    digits;
-    a power above `MAX_COMPOUND_EXPONENT` of a sum that is not a plain rational number; any number with more than
-    `MAX_DIGITS` digits; nesting deeper than `MAX_NESTING`. Numbers are bounded from above (a sum of n terms by n
-    times the largest, a product and a fraction by the product of the parts); `e` and `\\pi` are numbers."""
+    coefficient (`\\binom`, `\\dbinom`, `{n \\choose k}`) with a number above `MAX_BINOMIAL`; a `\\sum` / `\\prod`
+    with a numeric bound above `MAX_SUM_TERMS`; after a `\\sum` / `\\prod` / `\\int`, in the rest of its group, an
+    exponent above `MAX_OPERATOR_EXPONENT`; a function of a number with more than `MAX_FUNCTION_ARGUMENT_DIGITS`
+    digits; function applications nested deeper than `MAX_FUNCTION_NESTING`; a power above `MAX_IRRATIONAL_EXPONENT`
+    of a number that is not a plain rational (`\\sin(1)`, `\\pi`, `\\sqrt{2}`; a function's bracketed argument ends
+    at its closer: `\\sin(1)^{50}` is a power of `\\sin(1)`); a power above `MAX_COMPOUND_EXPONENT` of a sum that is
+    not a plain rational number; any number with more than `MAX_DIGITS` digits; nesting deeper than `MAX_NESTING`.
+    Numbers are bounded from above (a sum of n terms by n times the largest, a product and a fraction by the product
+    of the parts); `e` and `\\pi` are numbers."""
     try:
         _CostReader(answer).read()
     except (_Costly, RecursionError):

@@ -29,8 +29,8 @@ Scoring rules, the same in every format (issue #39 for Unicode, alternatives and
   "one of", "not sure"...) or logical or (`\\lor`, `\\vee`, "∨") in its rendering (`_alternative_words`: text commands
   unwrapped, other commands and spacing removed, so `\\boxed{4 \\text{ (or 3)}}`, `\\boxed{4 \\mbox{ or } 3}`,
   `\\boxed{4\\ \\textrm{or}\\ 3}`, `\\boxed{4\\text{o}\\text{r}3}` all hold "or"; words end at letters, so "North" holds
-  none). A word the ground truth holds is allowed; a ground truth that lists values ("3, 4", "1 \\text{ or } 2")
-  allows "or", "nor" and "either" (the answer is then compared as a set by math-verify). Slashes, commas and
+  none). A word the ground truth holds is allowed; a ground truth that lists values ("3, 4", "1 \\text{ or } 2",
+  "\\pm 1") allows "or", "nor" and "either" (the answer is then compared as a set by math-verify). Slashes, commas and
   semicolons are not alternatives in math (division, lists: math-verify compares them).
 * What is written next to a box counts (difference 7 below): a hedge word in its sentence before it on its line
   (with the last sentence of the previous non-blank line when no letter precedes the box on its line:
@@ -55,7 +55,14 @@ Scoring rules, the same in every format (issue #39 for Unicode, alternatives and
   steps.", "Check: 2 + 2 = 4."), and so does a cued calculation whose result is the answer ("This also holds since 2
   + 2 = 4."); a cued remark that mentions another number ("Also, this took 3 steps.") scores 0 (the price of a rule
   that splitting the cue and the value into two sentences does not evade). More than `TAIL_OFFERS` cued values, or one
-  longer than `CUED_VALUE_CHARS`, score 0.
+  longer than `CUED_VALUE_CHARS`, score 0. Not offered either (`_boxes._cued_values`), in a clause (split at
+  ",;:!?", sentence ends, line breaks and joining words: "and", "but", "since", "because", "so", "or", "wait"...):
+  the values of a clause that rejects them ("We reject the other solution x = -2 since x must be positive", "x = -2
+  is extraneous", "is not", "cannot be", "fails", "ruled out"); the values of a clause that verifies with an "="
+  ("substituting x = 4 gives 2(4) - 3 = 5", "check", "plugging", "indeed", "✓"); rates in two different time units
+  ("$18 per day, or $126 per week": one quantity converted; a "$" before a number and a space is a price, not a math
+  span). The clause ends at its joining words, so "Wait, we reject 4 and take 3.", "Wait, 4 is not right, it's 3.",
+  "Actually, checking again gives 3." and "Wait, it's 3 per day." still offer 3.
 * "Answer:" heads are a colon after "answer" at the start of a line (DAPO's head); "Final answer - 3", "Final answer
   — 3", "The answer = 3" are offering phrases (above), read after the final answer and next to a box.
 * In `lenient` mode a last line that offers two candidates joined by a hedge word or by "or" ("3 or maybe 4")
@@ -150,11 +157,14 @@ Bounds (issue #25: a completion is hostile text, read in the trainer process out
   `{9}^{9}`, `e^{e^{e^{10}}}`; Knuth's `\\uparrow\\uparrow`); a factorial, double factorial or Gamma
   (`\\Gamma`, `\\operatorname{Gamma}`) of a number above `MAX_FACTORIAL` or of a factorial, whatever expression
   gives it (`(9999^{2})!`, `10^{10}!`, `(10!)!`); a binomial coefficient (`\\binom`, `\\dbinom`, `{n \\choose k}`)
-  with a number above `MAX_EXPONENT`; `\\sum` / `\\prod` with a numeric bound above `MAX_SUM_TERMS`; a function
-  (`\\sin`, `\\log`...) of a number with more than `MAX_FUNCTION_ARGUMENT_DIGITS` digits; a power above
-  `MAX_COMPOUND_EXPONENT` of a sum that is not a plain rational number (`(x+1)^{1000}`, `(1+i)^{1000}`); a number
-  of more than `MAX_DIGITS` digits; nesting deeper than `MAX_NESTING`. Each of these took 0.3 s to minutes in
-  math-verify; ordinary answers (`2^{100000}`, `10!`, `\\binom{10}{3}`, `\\sum_{k=1}^{\\infty} \\frac{1}{k^2}`) pass.
+  with a number above `MAX_BINOMIAL`; `\\sum` / `\\prod` with a numeric bound above `MAX_SUM_TERMS`, or whose
+  terms (and those of `\\int`) carry an exponent above `MAX_OPERATOR_EXPONENT`; a power above
+  `MAX_IRRATIONAL_EXPONENT` of a non-rational number (`\\sin(1)^{99999}`, `\\pi^{50}`); function applications nested
+  deeper than `MAX_FUNCTION_NESTING`; a function (`\\sin`, `\\log`...) of a number with more than
+  `MAX_FUNCTION_ARGUMENT_DIGITS` digits; a power above `MAX_COMPOUND_EXPONENT` of a sum that is not a plain rational
+  number (`(x+1)^{1000}`, `(1+i)^{1000}`); a number of more than `MAX_DIGITS` digits; nesting deeper than
+  `MAX_NESTING`. Each of these took 0.3 s to minutes in math-verify; ordinary answers (`2^{10000}`, `10!`,
+  `\\binom{10}{3}`, `\\sum_{k=1}^{\\infty} \\frac{1}{k^2}`) pass.
 
 Why this module is long: its docstring is the grader's specification (reading rules, the numbered
 differences from TRL's grader that tests/test_math_grader.py checks one by one, and every bound), and the
@@ -601,8 +611,11 @@ def _alternatives(answer: str) -> frozenset[str]:
 
 
 def _lists_values(gold: str) -> bool:
-    """Whether a ground truth states several values ("3, 4", "x = 1 \\text{ or } x = 2", "2 and 3")."""
-    return "," in gold or ";" in gold or bool(_alternative_words(gold) & LIST_CONNECTIVES) or " and " in gold
+    """Whether a ground truth states several values ("3, 4", "x = 1 \\text{ or } x = 2", "2 and 3", "\\pm 1": a
+    `\\pm` / `\\mp` gives two)."""
+    if "," in gold or ";" in gold or " and " in gold or "±" in gold or "∓" in gold:
+        return True
+    return bool(re.search(r"\\(?:pm|mp)(?![a-zA-Z])", gold)) or bool(_alternative_words(gold) & LIST_CONNECTIVES)
 
 
 MAX_VERIFIED_ANSWERS = 16

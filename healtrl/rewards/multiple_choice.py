@@ -13,13 +13,21 @@ Reading rules (issue #39):
   followed by another standalone letter in range (`\\boxed{A (or B)}`, `\\boxed{A|B}`, `\\boxed{A–B}`,
   `\\boxed{A \\mid B}`, "Answer: A∕B", "Answer: A, B", "Answer: A and/or B"). A letter followed by a lower-case
   word ("A man", "I think") is the article or the pronoun, not an option; "(B) Paris", "B. Paris", "B - Paris" and
-  "A. B is wrong." name one option (a lower-case word, or a sentence end, stops the run).
+  "A. B is wrong." name one option (a lower-case word, or a sentence end, stops the run). A second letter that is the
+  subject of a clause is not chosen either (`_subject`): reached from the first through clause punctuation and "and"
+  only, followed (after a list of letters joined by "," or "and") by a lower-case word, in a sentence with no endorsing
+  word ("also", "too", "correct", "right", "works", "possible", "could"...): "C, and D is wrong", "C (B is Berlin)",
+  "C - D is Rome", "C; A, B and D are wrong" choose C; "C, D is also correct", "C or D is correct", "C | D is wrong"
+  name two.
 * Every box and every answer statement must name the same single option: "Answer: B" and a later "Answer: C" (on
   lines split by any line break), or `\\boxed{B}` and "Answer: C", choose none; a restated answer is read once, and
   more than `MAX_STATED_ANSWERS` different statements choose none.
 * After the final answer (the last box, else the last statement), a hedge word ("maybe", "perhaps", "probably",
   "alternatively", "not sure", "plausible", "uncertain"...), another option offered ("or C", "could be (C)", "the
   answer is C", "Final answer - C") or an answer statement naming another option chooses none (`_after_final`).
+  A hedge word there zeroes the completion even when it names no other option ("\\boxed{C}\nThis is likely the
+  intended answer." scores 0): it weighs the choice it follows, and telling "likely the intended answer" from "likely
+  wrong" would need reading the sentence's meaning.
 
 Bounds (issues #25, #39): reading a completion is linear in its length (the answer statements with one regex pass
 whose run of colons and whitespace is matched atomically, in the case-folded text; the boxes as in
@@ -64,6 +72,18 @@ _TAIL_OFFER = re.compile(
     r"([A-Z])(?![A-Za-z0-9'’])"
 )
 
+# A letter that is the subject of a clause after the chosen option ("C, and D is wrong", "C (B is Berlin)", "C; A, B
+# and D are wrong"): reached from the chosen option through clause punctuation and "and" only (`_CLAUSE_RUN`), it is
+# followed by a list of letters joined by "," / "and", then a lower-case word (`_SUBJECT`), and the rest of its sentence
+# has no word that endorses it (`_ENDORSES`: "D is also correct", "B is right", "B works" still name two options).
+_CLAUSE_RUN = re.compile(r"(?i)(?:[\s,;:()\[\]\-‒–—―]|and(?![a-z]))*")
+_SUBJECT = re.compile(r"(?:[ \t]*+(?:,|and(?![a-z]))[ \t]*+[A-Z](?![A-Za-z0-9'’]))*+[ \t]++(?!(?:or|and|nor)\b)[a-z]")
+_ENDORSES = re.compile(
+    r"(?i)\b(?:also|too|correct|right|true|valid|works?|possible|plausible|acceptable|fine|good|best|ok|okay|answer"
+    r"|equally|either|could|might|may|can|should|would|or|nor)\b"
+)
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")
+
 STATEMENT_CHARS = 200
 """An answer statement is read up to this many characters (or the end of its line)."""
 
@@ -96,7 +116,12 @@ def _span_letters(span: str, n_options: int, options: list[str]) -> set[str]:
     if lead and lead.group(1) in valid:
         rest = span[lead.end() :]
         second = _SECOND_OPTION.match(rest[:STATEMENT_CHARS])
-        if second and second.group(1) in valid and not _article(second.group(1), rest, second.end()):
+        if (
+            second
+            and second.group(1) in valid
+            and not _article(second.group(1), rest, second.end())
+            and not _subject(rest, second.start(1), second.end())
+        ):
             return {lead.group(1), second.group(1)}
         bare = lead.group(0) == lead.group(1)
         if not (
@@ -111,6 +136,18 @@ def _span_letters(span: str, n_options: int, options: list[str]) -> set[str]:
         if letter in valid:
             letters.add(letter)
     return letters
+
+
+def _subject(rest: str, start: int, end: int) -> bool:
+    """Whether the letter at `rest[start:end]`, after the chosen option, is the subject of a clause that does not
+    endorse it ("C, and D is wrong", "C (B is Berlin)", "C - D is Rome", "C; A, B and D are wrong", "C; D is a
+    distractor"): only clause punctuation and "and" lead to it from the option, a lower-case word follows it (after a
+    list of letters joined by "," or "and"), and the rest of its sentence has no endorsing word ("also", "correct",
+    "right", "works", "possible", "could"...). Linear in `STATEMENT_CHARS`."""
+    if _CLAUSE_RUN.fullmatch(rest, 0, start) is None or _SUBJECT.match(rest, end) is None:
+        return False
+    sentence_end = _SENTENCE_END.search(rest, end)
+    return _ENDORSES.search(rest, end, sentence_end.start() if sentence_end else len(rest)) is None
 
 
 def _article(letter: str, text: str, end: int) -> bool:
