@@ -10,9 +10,12 @@ degenerate answer (after stripping) is left out of that answer's mean: a constan
 flaw (the table gives how many items were left out).
 
 A dataset is **unsafe** when a degenerate answer averages more than `THRESHOLD`, or the gold's mean is below 1.0, or
-its generator fails to build or to generate an item. The script writes the table (`benchmarks/results/rg_audit.md`,
-with date, machine, load, versions and the command) and the verdicts that `healtrl.tasks.load_task` reads
-(`healtrl/tasks/rg_audit.json`).
+its generator fails to build or to generate an item, or its scorer may evaluate answer text as code
+(`evaluating_calls`: a static scan of the source of the dataset's module and of the functions its `score_answer`
+calls from other modules for `EVALUATING_CALLS`; a completion could then run code in the scoring child, which
+`healtrl.rewards._scorer_worker` contains but cannot make harmless: the code can steer its own scorer). The script
+writes the table (`benchmarks/results/rg_audit.md`, with date, machine, load, versions and the command) and the verdicts
+that `healtrl.tasks.load_task` reads (`healtrl/tasks/rg_audit.json`).
 
     python benchmarks/rg_audit.py                       # every dataset, 50 items
     python benchmarks/rg_audit.py --datasets coin_flip,basic_arithmetic --items 20 --no-write
@@ -25,6 +28,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import sys
 import time
 from pathlib import Path
@@ -38,6 +42,42 @@ THRESHOLD = 0.05
 AUDIT_SEED = 39
 VERDICTS = ROOT / "healtrl" / "tasks" / "rg_audit.json"
 TABLE = ROOT / "benchmarks" / "results" / "rg_audit.md"
+
+
+EVALUATING_CALLS = ("eval", "exec", "sympify", "parse_expr", "parse_latex", "latex2sympy", "simplify")
+"""Calls that evaluate text as code (`simplify` sympifies a string argument). The scan is deliberately broad: a dataset
+module that calls one anywhere (generator included) is marked, since telling the scorer's use from the generator's
+by reading code is not reliable; `rg/<name>?allow_unsafe` loads a marked dataset after a human read its scorer."""
+EVAL_REASON = "its scorer evaluates answer text as code (eval/sympify); a completion can run code in the scorer"
+_EVALUATING_RE = re.compile(r"\b(" + "|".join(EVALUATING_CALLS) + r")\s*\(")
+
+
+def evaluating_calls(name: str) -> list[str]:
+    """The `EVALUATING_CALLS` found in reasoning-gym dataset `name`'s scorer code (sorted, empty when none): the whole
+    source of the module that defines its dataset class, plus the source of `score_answer` and of each plain
+    function it names (one level) when they live in another module. Comments are stripped before the scan; a call
+    written inside a string literal still counts (it is broad on purpose). `ast.literal_eval` does not match."""
+    import inspect
+    import tokenize
+    from io import StringIO
+
+    from reasoning_gym.factory import DATASETS
+
+    cls = DATASETS[name][0]
+    sources = [inspect.getsource(sys.modules[cls.__module__])]
+    scorer = cls.score_answer
+    if scorer.__module__ != cls.__module__:
+        sources.append(inspect.getsource(scorer))
+    for called in scorer.__code__.co_names:
+        target = scorer.__globals__.get(called)
+        if inspect.isfunction(target) and target.__module__ != cls.__module__:
+            sources.append(inspect.getsource(target))
+    found = set()
+    for source in sources:
+        tokens = tokenize.generate_tokens(StringIO(source).readline)
+        code = " ".join(tok.string for tok in tokens if tok.type != tokenize.COMMENT)
+        found.update(match.group(1) for match in _EVALUATING_RE.finditer(code))
+    return sorted(found)
 
 
 def degenerate(form: str, gold: str) -> str:
@@ -54,6 +94,7 @@ def audit_dataset(name: str, items: int) -> dict:
     """The audit row of one dataset."""
     from healtrl.rewards.reasoning_gym import rg_lookup, score_completion_lists, scorer_failure_counts
 
+    evaluates = evaluating_calls(name)
     specs, golds = [], []
     try:
         for index in range(items):
@@ -61,7 +102,9 @@ def audit_dataset(name: str, items: int) -> dict:
             golds.append(str(rg_lookup(spec)[1]["answer"]).strip())
             specs.append(json.dumps(spec))
     except Exception as exc:
-        return {"safe": False, "reason": f"the generator fails: {type(exc).__name__}: {str(exc)[:200]}"}
+        reason = f"the generator fails: {type(exc).__name__}: {str(exc)[:200]}"
+        reason = f"{EVAL_REASON}; {reason}" if evaluates else reason
+        return {"safe": False, "reason": reason, "evaluates": evaluates}
     forms = ("gold", *FIXED_ANSWERS, *GOLD_FORMS)
     lists, keys = [], []
     for gold in golds:
@@ -88,7 +131,9 @@ def audit_dataset(name: str, items: int) -> dict:
         "seconds": round(seconds, 2),
         "max_gold_chars": max(len(g) for g in golds),
     }
-    reasons = [f"the gold answer scores {means['gold']:.3f} on average (< 1)"] if means["gold"] < 1.0 else []
+    row["evaluates"] = evaluates
+    reasons = [EVAL_REASON] if evaluates else []
+    reasons += [f"the gold answer scores {means['gold']:.3f} on average (< 1)"] if means["gold"] < 1.0 else []
     reasons += [
         f"the answer {shown(form)} scores {means[form]:.3f} on average (> {THRESHOLD})"
         for form in forms
@@ -111,6 +156,7 @@ def write_table(rows: dict, args, wall: float, load_before: str, load_after: str
 
     forms = ("gold", *FIXED_ANSWERS, *GOLD_FORMS)
     unsafe = sorted(name for name, row in rows.items() if not row["safe"])
+    evaluating = sorted(name for name, row in rows.items() if row.get("evaluates"))
     lines = [
         "# reasoning-gym audit: answers that pay without solving",
         "",
@@ -122,12 +168,18 @@ def write_table(rows: dict, args, wall: float, load_before: str, load_after: str
         f"{wall / 60:.1f} min; load average (`uptime`) before: {load_before}; after: {load_after}.",
         "",
         f"A dataset is **unsafe** when a degenerate answer averages more than {THRESHOLD} or the gold answer's mean "
-        "is below 1; `load_task('rg/<name>')` refuses it unless loaded as `rg/<name>?allow_unsafe`. Items whose gold "
+        "is below 1, or when its scorer may evaluate answer text as code (a static scan of its module's source "
+        f"for {', '.join(f'`{c}(`' for c in EVALUATING_CALLS)}: `evaluating_calls` in `benchmarks/rg_audit.py`); "
+        "`load_task('rg/<name>')` refuses it unless loaded as `rg/<name>?allow_unsafe`. Items whose gold "
         "equals a degenerate answer are left out of that answer's mean. Columns: the mean reward of each answer "
         '(`gold+char`: the gold with "1" appended; `gold-last`: without its last character; `gold twice`). '
         "`fail`: scorer failures (timeouts, killed children) in the dataset's batch; `s`: seconds for the batch.",
         "",
         f"{len(rows)} datasets, {len(unsafe)} unsafe: {', '.join(unsafe) or 'none'}.",
+        "",
+        f"Marked by the scan (the scorer may evaluate answer text), {len(evaluating)}: "
+        + (", ".join(f"{n} ({', '.join(rows[n]['evaluates'])})" for n in evaluating) or "none")
+        + ".",
         "",
         "| dataset | verdict | " + " | ".join(f"`{f}`" if f else '`""`' for f in forms) + " | fail | s | reason |",
         "|---|---|" + "---:|" * (len(forms) + 2) + "---|",
@@ -191,7 +243,8 @@ def main(argv=None) -> int:
         "threshold": THRESHOLD,
         "table": "benchmarks/results/rg_audit.md",
         "datasets": {
-            name: {k: row[k] for k in ("safe", "gold", "worst", "reason") if k in row} for name, row in rows.items()
+            name: {k: row[k] for k in ("safe", "gold", "worst", "reason", "evaluates") if k in row}
+            for name, row in rows.items()
         },
     }
     if args.datasets and VERDICTS.exists():  # a partial run updates the rows it audited

@@ -182,3 +182,91 @@ def test_dataset_missing_from_the_audit_is_refused(monkeypatch):
     monkeypatch.setattr(offline, "rg_audit_verdicts", lambda: {"datasets": {}, "reasoning_gym_version": "0"})
     with pytest.raises(ValueError, match=r"not in healtrl's audit.*rg_audit\.py --datasets chain_sum"):
         offline.check_rg_audit("rg/chain_sum", "chain_sum", allow_unsafe=False)
+
+
+# ------------------------------------------------------------------------------------- code run inside the scorer
+# Evaluated by the scorer (n_queens: `eval`; polynomial_multiplication: sympy's `parse_expr`, whose namespace holds
+# `preview`), each reaches `os` and writes lines that would pay 1.0 to the fds given that are open (`os.path.exists` is
+# true for an open fd): 3..63 (the result pipe among them), or 1 (the worker's reply channel to the trainer before the
+# fix), then exits cleanly. Spelled out per fd: `parse_expr` mangles names and passed functions.
+_OS = {"n_queens": "__import__('os')", "polynomial_multiplication": "preview.__globals__['os']"}
+
+
+def _write_everywhere(dataset: str, payload: bytes, fds=range(3, 64)) -> str:
+    os_ = _OS[dataset]
+    writes = ", ".join(f"({os_}.path.exists({k}) and {os_}.write({k}, {payload!r}))" for k in fds)
+    return boxed(f"({writes}) and {os_}._exit(0)")
+
+
+def _allowed_unsafe_entries(dataset: str, n: int) -> list[str]:
+    from healtrl.tasks import load_task
+
+    data = load_task(f"rg/{dataset}?allow_unsafe", num_samples=n)
+    return [data[i]["rg_entry"] for i in range(n)]
+
+
+@pytest.mark.parametrize("dataset", ["n_queens", "polynomial_multiplication"])
+def test_answer_cannot_forge_its_own_score(dataset):
+    """The child's reply needs the request's nonce: a bare "1.0" (or a guessed nonce) written to the result pipe by
+    the evaluated answer is garbage; the answer scores 0 and counts as a scorer failure."""
+    specs = _allowed_unsafe_entries(dataset, 2)
+    rg.reset_scorer_failure_counts()
+    for payload in (b"1.0\n", b"0123456789abcdef0123456789abcdef 1.0\n"):
+        scores = rg.reasoning_gym_reward(completions=[_write_everywhere(dataset, payload)] * 2, rg_entry=specs)
+        assert scores == [0.0, 0.0]
+    assert rg.scorer_failure_counts() == {"garbage": 4}
+
+
+@pytest.mark.parametrize("dataset", ["n_queens", "polynomial_multiplication"])
+def test_answer_cannot_pay_other_completions(dataset):
+    """Replies injected for the worker's channel (fd 1 in the worker) reach /dev/null in the child: the other wrong
+    answers of the batch, and of the next batch, still score 0, and the golds 1."""
+    n = 2 * rg.scorer_pool().size + 2
+    specs = _allowed_unsafe_entries(dataset, n)
+    golds = [boxed(gold(spec)) for spec in specs]
+    injected = b'{"score": 1.0}\n' + b'{"entry": true}\n{"score": 1.0}\n' * 8
+    batch = [_write_everywhere(dataset, injected, fds=[1])] + [boxed("wrong")] * (n - 1)
+    assert rg.reasoning_gym_reward(completions=batch, rg_entry=specs) == [0.0] * n
+    following = [boxed("wrong")] * n
+    assert rg.reasoning_gym_reward(completions=following, rg_entry=specs) == [0.0] * n
+    assert rg.reasoning_gym_reward(completions=golds, rg_entry=specs) == [1.0] * n
+
+
+def test_answer_cannot_read_proc():
+    """Opening or listing /proc (the child's memory, its fds, its parent's), directly or through /dev/fd, ends the
+    child: the answer scores 0 and counts as "died"."""
+    spec = entry("n_queens")
+    attacks = ["open('/proc/self/mem', 'rb')", "__import__('os').listdir('/dev/fd')", "open('/dev/stdin').read()"]
+    rg.reset_scorer_failure_counts()
+    scores = rg.reasoning_gym_reward(completions=[boxed(a) for a in attacks], rg_entry=[spec] * 3)
+    assert scores == [0.0] * 3
+    assert rg.scorer_failure_counts() == {"died": 3}
+
+
+def test_child_reply_needs_the_nonce():
+    from healtrl.rewards._scorer_worker import _parse_child_reply
+
+    nonce, ok = b"ab" * 16, 0
+    assert _parse_child_reply(nonce + b" 1.0\n" + nonce + b" nan\n", nonce, 2, ok) == {"scores": [1.0, None]}
+    for data in (b"1.0\n", b"ba" * 16 + b" 1.0\n", nonce + b"1.0\n", nonce + b" 1.0", nonce + b" 1.0\n" * 2):
+        assert _parse_child_reply(data, nonce, 1, ok) == {"failure": "garbage"}, data
+
+
+def test_evaluating_datasets_are_refused():
+    from healtrl.tasks import load_task
+    from healtrl.tasks.offline import rg_audit_verdicts
+
+    verdicts = rg_audit_verdicts()["datasets"]
+    reason = "its scorer evaluates answer text as code"
+    for name in (
+        "n_queens",
+        "binary_matrix",
+        "spiral_matrix",
+        "string_insertion",
+        "polynomial_multiplication",
+        "puzzle24",
+        "countdown",
+    ):
+        assert verdicts[name]["safe"] is False and reason in verdicts[name]["reason"], name
+        with pytest.raises(ValueError, match=rf"{name}.*unsafe.*{reason}"):
+            load_task(f"rg/{name}", num_samples=2)

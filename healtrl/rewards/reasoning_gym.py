@@ -11,7 +11,9 @@ regenerated here (`rg_lookup`: reasoning-gym's generator on the trusted `rg_entr
 because some generators depend on the process's hash seed, so only the process that generated the prompt regenerates
 its entry exactly) and sent, with the answer, to a pool of persistent scorer workers (`healtrl.rewards._scorer_pool`,
 `_scorer_worker`), which score the answer in a forked child that is thrown away afterwards, in a temporary directory,
-under CPU, memory and audit-hook limits (stated in `_scorer_worker`).
+under CPU, memory and audit-hook limits, with /dev/null on its fds 0-2 and every other fd closed but its result pipe,
+and whose reply counts only with the request's nonce (stated, with the residual risk, in `_scorer_worker`). A scorer
+that evaluates answer text still runs it in that child, so the audit marks such datasets unsafe (below).
 
 **Bounds.** Each answer's scorer gets at most `RG_SCORE_TIMEOUT_S` seconds of wall-clock time (the child is killed
 past it); a batch of n completions is scored in parallel on `RG_SCORER_WORKERS` workers, and the scoring of the whole
@@ -30,7 +32,8 @@ reaching the scorer unless the gold answer names one too. **Partial credit** (th
 an explicit opt-in, per reward or per task, off in every shipped config: build the reward with
 `make_reasoning_gym_reward(partial=True)`, or load the task as `rg/<generator>?partial_credit` (its rows' `rg_entry`
 then carry `"partial_credit": true`). Which datasets pay a fixed answer even in strict mode is measured by
-`benchmarks/rg_audit.py` (`healtrl.tasks.load_task` refuses them by default).
+`benchmarks/rg_audit.py`, which also marks every dataset whose scorer may evaluate answer text as code (a static scan
+for eval, exec, sympify, parse_expr...); `healtrl.tasks.load_task` refuses both by default.
 """
 
 from __future__ import annotations

@@ -142,7 +142,8 @@ def _split_rg_options(name: str) -> tuple[str, set[str]]:
 
 
 def check_rg_audit(name: str, generator: str, allow_unsafe: bool) -> None:
-    """Refuse a generator the audit marks unsafe or does not cover, unless `allow_unsafe`.
+    """Refuse a generator the audit (`benchmarks/rg_audit.py`: answers that pay without solving, scorers that evaluate
+    answer text as code) marks unsafe or does not cover, unless `allow_unsafe`.
 
     Raises:
         ValueError: naming the audit row (which answer paid how much, or the gold's score), the table, and the fix.
@@ -154,15 +155,16 @@ def check_rg_audit(name: str, generator: str, allow_unsafe: bool) -> None:
     fix = f"load it as 'rg/{generator}?allow_unsafe' to accept this"
     if row is None:
         raise ValueError(
-            f"Task '{name}': the reasoning-gym generator '{generator}' is not in healtrl's audit of fixed answers "
+            f"Task '{name}': the reasoning-gym generator '{generator}' is not in healtrl's audit "
             f"({RG_AUDIT_FILE.name}, made with reasoning-gym {verdicts.get('reasoning_gym_version')}); run "
             f"`python benchmarks/rg_audit.py --datasets {generator}` to audit it, or {fix}."
         )
     if not row.get("safe"):
         raise ValueError(
-            f"Task '{name}': the audit of fixed answers marks reasoning-gym's '{generator}' unsafe: "
+            f"Task '{name}': healtrl's audit marks reasoning-gym's '{generator}' unsafe: "
             f"{row.get('reason', 'no reason recorded')} (row '{generator}' of {RG_AUDIT_TABLE}; strict scores, "
-            f"{verdicts.get('items')} items). A policy can be paid for not solving it; {fix}."
+            f"{verdicts.get('items')} items): a policy can be paid for not solving it, or run code in its "
+            f"scorer; {fix}."
         )
 
 
@@ -190,8 +192,8 @@ def rg_task_spec(name: str, TaskSpec):
         None,
         f"reasoning-gym generator '{generator}', generated offline (train: seed, test: another seed); scored by the "
         "generator's own scorer on the last \\boxed{} answer, strictly (1.0 only for its exact check) unless "
-        "loaded with '?partial_credit'. Generators the audit of fixed answers marks unsafe are refused unless loaded "
-        "with '?allow_unsafe'.",
+        "loaded with '?partial_credit'. Generators the audit (fixed answers, scorers that evaluate answer text) marks "
+        "unsafe are refused unless loaded with '?allow_unsafe'.",
         split="train",
     )
     return spec, partial(
