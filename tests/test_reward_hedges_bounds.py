@@ -692,3 +692,29 @@ def test_the_batch_deadline_holds_when_answers_hang_math_verify(timings):
     bound = 0.5 * 2 * n + result["kills"] * result["startup"] + MARGIN_S
     assert result["seconds"] < bound, result
     assert result["twins"] == [1.0] * 4  # fresh workers took over
+
+
+MC_TAIL_ENDORSED = [
+    "\\boxed{C}\nB works too.",
+    "\\boxed{C}\n(B is also defensible)",
+    "Answer: C\nB is equally right.",
+    "\\boxed{C}\nOption D would be acceptable as well.",
+    "\\boxed{C}\nB is true too.",
+]
+MC_TAIL_HONEST = [
+    "\\boxed{C}\nA is also wrong.",
+    "\\boxed{C}\nB is not correct, since Berlin is in Germany.",
+    "\\boxed{C}\nI think C is right; B is Berlin.",
+    "\\boxed{C}\nC is right but B is Berlin.",
+    "Answer: C\nOption A is London, which is incorrect.",
+]
+
+
+@pytest.mark.parametrize("text", MC_TAIL_ENDORSED)
+def test_multiple_choice_another_option_endorsed_after_the_answer_scores_0(text):
+    assert mc_score(text, "C") == 0.0
+
+
+@pytest.mark.parametrize("text", MC_TAIL_HONEST)
+def test_multiple_choice_other_options_discussed_after_the_answer_keep_1(text):
+    assert mc_score(text, "C") == 1.0

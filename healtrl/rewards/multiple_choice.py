@@ -24,7 +24,9 @@ Reading rules (issue #39):
   more than `MAX_STATED_ANSWERS` different statements choose none.
 * After the final answer (the last box, else the last statement), a hedge word ("maybe", "perhaps", "probably",
   "alternatively", "not sure", "plausible", "uncertain"...), another option offered ("or C", "could be (C)", "the
-  answer is C", "Final answer - C") or an answer statement naming another option chooses none (`_after_final`).
+  answer is C", "Final answer - C"), an answer statement naming another option, or another option named in a clause
+  that endorses it without negating anything ("B works too.", "B is equally right", but not "A is also wrong" or "B
+  is not correct": `_endorses_another`) chooses none (`_after_final`).
   A hedge word there zeroes the completion even when it names no other option ("\\boxed{C}\nThis is likely the
   intended answer." scores 0): it weighs the choice it follows, and telling "likely the intended answer" from "likely
   wrong" would need reading the sentence's meaning.
@@ -270,7 +272,39 @@ def _after_final(text: str, end: int, letters: set[str], n: int, options: list[s
     for statement in statements:
         if _span_letters(statement, n, options) - {letter}:
             return None
-    return letter
+    return None if _endorses_another(text, end, letter, valid) else letter
+
+
+# After the final answer, another option named in a sentence that endorses it ("B works too.", "(B is also
+# defensible)", "B is equally right") and does not negate ("B is not correct", "A is also wrong").
+_TAIL_LETTER = re.compile(r"(?<![A-Za-z0-9'’])[(\[]?([A-Z])[)\]]?(?![A-Za-z0-9'’])")
+_TAIL_ENDORSES = re.compile(
+    r"(?i)\b(?:also|too|correct|right|true|valid|works?|possible|acceptable|defensible|fine|equally"
+    r"|fits?|as\s+well)\b"
+)
+_CLAUSE_END = re.compile(r"[.!?;](?:\s|$)|\n|(?i:\b(?:but|while|whereas|however|although|though)\b)")
+_NEGATES = re.compile(r"(?i)\b(?:not|never|no|wrong|incorrect|false|invalid|rule[sd]?\s+out|eliminat\w*)\b|n't\b")
+
+
+def _endorses_another(text: str, end: int, letter: str, valid: str) -> bool:
+    """Whether the text after the final answer (from `end`) names another option in a sentence that endorses it and
+    negates nothing (`_TAIL_ENDORSES`, `_NEGATES`); the sentence ends at ".", "!", "?", ";", a line break or a
+    contrasting word ("but", "while", "however"...). Each letter's sentence is read within `STATEMENT_CHARS` on either
+    side; more than `TAIL_OFFERS` letters after the answer count as endorsing (a completion is not that long)."""
+    for count, match in enumerate(_TAIL_LETTER.finditer(text, end)):
+        if count >= TAIL_OFFERS:
+            return True
+        other = match.group(1)
+        if other == letter or other not in valid or _article(other, text, match.end()):
+            continue
+        low = max(end, match.start() - STATEMENT_CHARS)
+        ends = [found.end() for found in _CLAUSE_END.finditer(text, low, match.start())]
+        start = ends[-1] if ends else low
+        stop = _CLAUSE_END.search(text, match.end(), min(len(text), match.end() + STATEMENT_CHARS))
+        sentence = text[start : stop.start() if stop else min(len(text), match.end() + STATEMENT_CHARS)]
+        if _TAIL_ENDORSES.search(sentence) and not _NEGATES.search(sentence):
+            return True
+    return False
 
 
 def _gold_letter(answer, options: list[str]) -> str | None:
