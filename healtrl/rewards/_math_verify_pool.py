@@ -9,13 +9,11 @@ import json
 import math
 import os
 import re
-import selectors
-import subprocess
-import sys
 import threading
 import time
 
 from ._common import logger
+from ._scorer_pool import WorkerProcess
 
 MATH_VERIFY_TIMEOUT_S = 2.0
 """Wall-clock seconds math-verify may spend on the answers of one completion (or one `answers_match` call) in its
@@ -68,10 +66,6 @@ MAX_FUNCTION_NESTING = 5
 """Function applications (`\\sin`, `\\log`, `\\sqrt`...) nested deeper than this are not sent to math-verify:
 `\\sin(\\sin(...(x)))` takes ~0.3 s 5 deep, ~0.9 s 8 deep."""
 
-_WORKER_BOOT = (
-    "import runpy, sys; sys.path.pop(0); path = sys.argv.pop(1); sys.argv[0] = path; "
-    "runpy.run_path(path, run_name='__main__')"
-)
 MAX_SUM_TERMS = 100
 """A `\\sum` or `\\prod` with a numeric bound above this is not sent to math-verify (sympy adds the terms one by one:
 `\\sum_{k=1}^{10^{7}} k!` runs for minutes); symbolic and infinite bounds are left to math-verify."""
@@ -425,23 +419,11 @@ class Deadline:
             self._end += seconds
 
 
-class _Worker:
+class _Worker(WorkerProcess):
     """One math-verify worker process (`_math_verify_worker`)."""
 
     def __init__(self):
-
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_math_verify_worker.py")
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", _WORKER_BOOT, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
-        self.ready = False
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(self.process.stdout, selectors.EVENT_READ)
-
-    def _read_line(self, timeout: float) -> bytes:
-        if not self.selector.select(timeout):
-            raise TimeoutError
-        return self.process.stdout.readline()
+        super().__init__(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_math_verify_worker.py"))
 
     def ask(self, request: bytes, timeout: float, deadline: Deadline | None = None) -> bool:
         """The worker's answer to one request; TimeoutError past `timeout` seconds (not counting its start-up, by
@@ -449,7 +431,7 @@ class _Worker:
         if not self.ready:
             started = time.monotonic()
             try:
-                line = self._read_line(_STARTUP_TIMEOUT_S)
+                line = self.read_line(_STARTUP_TIMEOUT_S)
             except TimeoutError:
                 line = b""
             if line != b"ready\n":
@@ -460,20 +442,10 @@ class _Worker:
                 timeout = min(timeout, deadline.remaining())
         self.process.stdin.write(request)
         self.process.stdin.flush()
-        reply = self._read_line(timeout)
+        reply = self.read_line(timeout)
         if reply not in (b"true\n", b"false\n"):
             raise RuntimeError(f"The math-verify worker failed on this answer ({reply[:100]!r}).")
         return reply == b"true\n"
-
-    def kill(self) -> None:
-        self.process.kill()
-        self.process.wait()
-        self.selector.close()
-        for stream in (self.process.stdin, self.process.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
 
 
 _pool_lock = threading.Lock()

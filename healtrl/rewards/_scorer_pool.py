@@ -47,7 +47,11 @@ class WorkerStartError(RuntimeError):
     """A scorer worker did not start (its scorers cannot be imported, or it ran out of time)."""
 
 
-class _Worker:
+class WorkerProcess:
+    """One persistent worker process running the file `path` (started with `python -c`, see the module docstring):
+    its pipes, a line reader with a timeout that holds in any thread, and its kill. `_math_verify_pool`'s worker is
+    one too."""
+
     def __init__(self, path: str):
         self.process = subprocess.Popen(
             [sys.executable, "-c", _WORKER_BOOT, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -128,7 +132,7 @@ class ScorerPool:
     def __init__(self, name: str, worker_path: str, size: int):
         self.name, self.worker_path, self.size = name, worker_path, max(1, int(size))
         self._lock = threading.Lock()
-        self._idle: list[_Worker] = []
+        self._idle: list[WorkerProcess] = []
         self._slots = threading.BoundedSemaphore(self.size)
         atexit.register(self.stop)
 
@@ -139,13 +143,13 @@ class ScorerPool:
         for worker in workers:
             worker.kill()
 
-    def _take(self) -> _Worker:
+    def _take(self) -> WorkerProcess:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return _Worker(self.worker_path)
+        return WorkerProcess(self.worker_path)
 
-    def _give(self, worker: _Worker) -> None:
+    def _give(self, worker: WorkerProcess) -> None:
         with self._lock:
             self._idle.append(worker)
 
@@ -195,7 +199,7 @@ class ScorerPool:
                         excluded += results[i].pop("_prepare_s", 0.0)
                         if not keep:
                             worker.kill()
-                            worker = _Worker(self.worker_path)  # starts now; waited for (not counted) if needed
+                            worker = WorkerProcess(self.worker_path)  # starts now; waited for (not counted) if needed
                 except BaseException as exc:
                     errors.append(exc)
                     if worker is not None:
@@ -214,7 +218,7 @@ class ScorerPool:
             raise errors[0]
         return [result if result is not None else {"failure": "deadline"} for result in results]
 
-    def _ask(self, worker: _Worker, request: dict, limit: float) -> tuple[dict, bool]:
+    def _ask(self, worker: WorkerProcess, request: dict, limit: float) -> tuple[dict, bool]:
         """The reply to one request and whether the worker may be kept."""
         t0 = time.monotonic()
         try:
