@@ -184,3 +184,23 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def evalplus_assertion_test(inputs, results) -> str:
+    """A HumanEval+ (Hub evalplus/humanevalplus) shaped test: EvalPlus's `assertion` helper on np.allclose."""
+    return (
+        "import numpy as np\n\n"
+        "def is_floats(x) -> bool:\n"
+        "    if isinstance(x, float):\n        return True\n"
+        "    if isinstance(x, (list, tuple)):\n        return all(isinstance(i, float) for i in x)\n"
+        "    return False\n\n"
+        "def assertion(out, exp, atol):\n"
+        "    exact_match = out == exp\n"
+        "    if atol == 0 and is_floats(exp):\n        atol = 1e-6\n"
+        "    if not exact_match and atol != 0:\n        assert np.allclose(out, exp, rtol=1e-07, atol=atol)\n"
+        "    else:\n        assert exact_match\n\n"
+        "def check(candidate):\n"
+        f"    inputs = {inputs!r}\n"
+        f"    results = {results!r}\n"
+        "    for inp, exp in zip(inputs, results):\n        assertion(candidate(*inp), exp, 0)\n"
+    )

@@ -14,7 +14,7 @@ import pytest
 
 from healtrl.rewards.code import _stdout_matches, _value_matches, make_code_reward, run_tests
 from healtrl.rewards.sandbox import SandboxLimits
-from tests.helpers import sandbox_expected
+from tests.helpers import evalplus_assertion_test, sandbox_expected
 
 needs_sandbox = pytest.mark.skipif(not sandbox_expected(), reason="the code sandbox is built for Linux")
 needs_numpy = pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="numpy not installed")
@@ -166,36 +166,16 @@ def test_spec_keys_are_checked():
     assert run_tests("x", {"kind": "assert", "test": "", "entry_point": "f", "float_tolerance": 0}).status == "bad_spec"
 
 
-def _assertion_test(inputs, results) -> str:
-    """A HumanEval+ (Hub evalplus/humanevalplus) shaped test: EvalPlus's `assertion` helper on np.allclose."""
-    return (
-        "import numpy as np\n\n"
-        "def is_floats(x) -> bool:\n"
-        "    if isinstance(x, float):\n        return True\n"
-        "    if isinstance(x, (list, tuple)):\n        return all(isinstance(i, float) for i in x)\n"
-        "    return False\n\n"
-        "def assertion(out, exp, atol):\n"
-        "    exact_match = out == exp\n"
-        "    if atol == 0 and is_floats(exp):\n        atol = 1e-6\n"
-        "    if not exact_match and atol != 0:\n        assert np.allclose(out, exp, rtol=1e-07, atol=atol)\n"
-        "    else:\n        assert exact_match\n\n"
-        "def check(candidate):\n"
-        f"    inputs = {inputs!r}\n"
-        f"    results = {results!r}\n"
-        "    for inp, exp in zip(inputs, results):\n        assertion(candidate(*inp), exp, 0)\n"
-    )
-
-
 HALVE = {
     "kind": "assert",
     "prompt": "def f(x):\n",
-    "test": _assertion_test([[1.0], [5.0]], [0.5, 2.5]),
+    "test": evalplus_assertion_test([[1.0], [5.0]], [0.5, 2.5]),
     "entry_point": "f",
 }
 PAIR = {
     "kind": "assert",
     "prompt": "def f(x):\n",
-    "test": _assertion_test([[1.0], [3.0]], [[0.5, 0.5], [1.5, 1.5]]),
+    "test": evalplus_assertion_test([[1.0], [3.0]], [[0.5, 0.5], [1.5, 1.5]]),
     "entry_point": "f",
 }
 # numpy's own behaviour, checked inside the judge: the wrapped functions refuse broadcasting, keep the rest

@@ -14,7 +14,7 @@ import pytest
 from healtrl.rewards import _plain
 from healtrl.rewards.code import make_code_reward, run_tests
 from healtrl.rewards.sandbox import SandboxLimits
-from tests.helpers import sandbox_expected
+from tests.helpers import evalplus_assertion_test, sandbox_expected
 
 needs_sandbox = pytest.mark.skipif(not sandbox_expected(), reason="the code sandbox is built for Linux")
 
@@ -37,22 +37,7 @@ MEAN = {
 EVALPLUS = {
     "kind": "assert",
     "prompt": "def halve(x):\n",
-    "test": (
-        "import numpy as np\n\n"
-        "def is_floats(x) -> bool:\n"
-        "    if isinstance(x, float):\n        return True\n"
-        "    if isinstance(x, (list, tuple)):\n        return all(isinstance(i, float) for i in x)\n"
-        "    return False\n\n"
-        "def assertion(out, exp, atol):\n"
-        "    exact_match = out == exp\n"
-        "    if atol == 0 and is_floats(exp):\n        atol = 1e-6\n"
-        "    if not exact_match and atol != 0:\n        assert np.allclose(out, exp, rtol=1e-07, atol=atol)\n"
-        "    else:\n        assert exact_match\n\n"
-        "def check(candidate):\n"
-        "    inputs = [[1.0], [3.0], [-5.0]]\n"
-        "    results = [0.5, 1.5, -2.5]\n"
-        "    for inp, exp in zip(inputs, results):\n        assertion(candidate(*inp), exp, 0)\n"
-    ),
+    "test": evalplus_assertion_test([[1.0], [3.0], [-5.0]], [0.5, 1.5, -2.5]),
     "entry_point": "halve",
 }
 
