@@ -60,6 +60,20 @@ RUNS = {
         {"entropy_method": "kl_cov", "kl_cov_ratio": 0.02, "num_iterations": 2, "epsilon": 1e4, "epsilon_high": 1e4},
         "ratio 0.02 (2e-3 selects 0 of ~250 tokens), 2 updates/batch, no clip",
     ),
+    # KL-Cov at the paper's k (Cui et al. 2025, Table 5: kl_cov_ratio 0.002, coefficient 1) and without ratio
+    # clipping; the off-policy updates that make its KL term non-zero come from the caller (steps_per_generation).
+    "kl_cov_paper": (
+        GRPOBaselineTrainer,
+        GRPOBaselineConfig,
+        {"entropy_method": "kl_cov", "kl_cov_ratio": 0.002, "epsilon": 1e4, "epsilon_high": 1e4},
+        "ratio 0.002 (paper), no clip",
+    ),
+    "kl_cov_k02": (
+        GRPOBaselineTrainer,
+        GRPOBaselineConfig,
+        {"entropy_method": "kl_cov", "kl_cov_ratio": 0.02, "epsilon": 1e4, "epsilon_high": 1e4},
+        "ratio 0.02, no clip",
+    ),
     "entropy_adv": (GRPOBaselineTrainer, GRPOBaselineConfig, {"entropy_method": "entropy_adv"}, "alpha 0.4, kappa 2"),
     "entropy_loss": (EntropyGRPOTrainer, EntropyGRPOConfig, {"entropy_coef": 0.01}, "TRL entropy_coef 0.01"),
     "skywork_adaptive": (

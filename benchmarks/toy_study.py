@@ -44,7 +44,12 @@ held-out pass@k for k = 1..16; one panel per regime and method group) and the ta
     python benchmarks/toy_study.py --task mul --methods grpo aer posadv neg_only --regimes few_shot --steps 400 \
         --output-dir benchmarks/results/entropy_control_toy_mul          # the issue #4 evidence on multiplication
     python benchmarks/toy_study.py --task countdown --pairs all --seeds 0 1 2 3 4 --steps 85 --jobs 2
-                                       # the reasoning world's study: every trainer and baseline + the claims table
+                                       # the reasoning world's study: every trainer and baseline in both regimes
+    python benchmarks/toy_study.py --task countdown --pairs claims --seeds 0 1 2 3 4 --steps 175 --jobs 2 \
+        --output-dir benchmarks/results/reasoning_study/horizon175      # issue #40 set A: AER and GRPO, 175 steps
+    python benchmarks/toy_study.py --task countdown --pairs claims --seeds 0 1 2 3 4 --steps 140 --jobs 2 \
+        --output-dir benchmarks/results/reasoning_study/paper_regime140 # set B + extras: PosAdv Fig. 5's regime (N4)
+    python benchmarks/claims.py --output benchmarks/results/reasoning_study/claims.md --diagnostics diagnostics.md
 """
 
 from __future__ import annotations
@@ -99,6 +104,23 @@ TASKS = {
 # off-policy updates: in the reasoning world it takes DAPO's several optimizer steps per rollout batch, so that the
 # entropy flow of upper- / lower-clipped tokens (OPEFO Fig. 2) exists; in the add world it stays on-policy as before.
 WORLD_OVERRIDES = {"countdown": {"clip_higher": {"steps_per_generation": 4}}}
+# The paper regime of PosAdv's Figure 5 (App. E.2: full data, 4 optimizer steps per rollout batch) and AER's update
+# count (Table 3), issue #40: method key -> (the entropy_methods.RUNS key, label, notes). Each runs with
+# steps_per_generation 4 (one rollout batch of 64 prompts x 8 consumed in 4 optimizer steps); opt-in, countdown only.
+N4 = {"steps_per_generation": 4}
+PAPER_REGIME = {
+    "grpo_n4": ("grpo", "GRPO, 4 updates/batch", "TRL GRPO, eps 0.2"),
+    "posadv_n4": ("posadv_entropy", "PosAdv (entropy-guided), 4 updates/batch", "delta 0.2, Delta 0.05, lambda_0 0"),
+    "neg_only_n4": ("neg_only", "A<0 tokens only, 4 updates/batch", "PosAdv's ablation, lambda = 0"),
+    "pos_only_n4": ("pos_only", "A>0 tokens only, 4 updates/batch", "PosAdv's other ablation"),
+    "kl_cov_paper": ("kl_cov_paper", "KL-Cov (paper k), 4 updates/batch", "kl_cov_ratio 0.002, coef 1, no clip"),
+    "clip_cov_n4": ("clip_cov", "Clip-Cov, 4 updates/batch", "ratio 2e-4, cov in (1, 5), clip ratios 1"),
+    "rand_pos_clip_n4": ("rand_pos_clip", "Rand-Pos-Clip, 4 updates/batch", "schedule rand_pos_clip, ratio 2e-4"),
+    "entropy_adv_n4": ("entropy_adv", "Entropy-Adv, 4 updates/batch", "alpha 0.4, kappa 2"),
+    "kl_cov_n4_k02": ("kl_cov_k02", "KL-Cov (k 0.02), 4 updates/batch", "deviation: kl_cov_ratio 0.02, no clip"),
+    "aer_n4": ("aer", "AER, 4 updates/batch", "paper defaults, alpha updated once per rollout batch"),
+}
+WORLD_OVERRIDES["countdown"].update({name: dict(N4) for name in PAPER_REGIME})
 
 
 def regime_size(task: str, regime: str) -> int:
@@ -194,8 +216,12 @@ METHODS: dict[str, tuple[str, str, str, str | None, str]] = {
         "no clip; steps are optimizer steps, so it sees half as many rollout batches",
     ),
     "entropy_adv": ("Entropy-Adv", "Cov baselines", "runs", "entropy_adv", "alpha 0.4, kappa 2"),
+    **{
+        name: (label, "paper regime", "runs", key, notes + "; full data, 4 optimizer steps per rollout batch")
+        for name, (key, label, notes) in PAPER_REGIME.items()
+    },
 }
-GROUPS = ("HEAL", "entropy control", "TRL baselines", "Cov baselines")
+GROUPS = ("HEAL", "entropy control", "TRL baselines", "Cov baselines", "paper regime")
 # OPEFOConfig fields of each OPEFO method (the paper's defaults for "opefo")
 OPEFO_VARIANTS = {
     "opefo": {},
@@ -204,7 +230,7 @@ OPEFO_VARIANTS = {
     "opefo_pos": {"balance_sides": "pos"},
     "opefo_neg": {"balance_sides": "neg"},
 }
-ABLATIONS = ("neg_only", "pos_only", "rand_pos_clip", *(m for m in OPEFO_VARIANTS if m != "opefo"))  # opt-in
+ABLATIONS = ("neg_only", "pos_only", "rand_pos_clip", *(m for m in OPEFO_VARIANTS if m != "opefo"), *PAPER_REGIME)
 DEFAULT_METHODS = [m for m in METHODS if m not in ABLATIONS]
 # `--pairs all`: every trainer and every baseline its paper compares against (Rand-Pos-Clip is PosAdv's Fig. 5
 # baseline), in both regimes; the claims' pairs add PosAdv's two ablations (few-shot). OPEFO's variants stay opt-in.
@@ -221,6 +247,9 @@ SERIES = {
     "zero_std": ("frac_reward_zero_std",),  # share of groups whose rewards are all equal: no policy gradient
     "controller": ("aer/alpha", "posadv/lambda", "opefo/lambda"),  # AER's global alpha, PosAdv's / OPEFO's lambda
     "hard_frac": ("aer/hard_frac",),  # AER: share of prompts with group accuracy below rho
+    # AER's controller input and target (eq. 10-11: H_t and H* = tau x H0, its own measure), logged at each update
+    "aer_entropy": ("aer/entropy",),
+    "aer_target_entropy": ("aer/target_entropy",),
     # Entropy flow (healtrl.diagnostics, `entropy_flow_diagnostics`): the step's summed predicted entropy change.
     "flow_net": ("entropy_flow/net",),
     "flow_increase": ("entropy_flow/increase",),
@@ -348,6 +377,8 @@ def run_one(method: str, regime: str, seed: int, steps: int, output_dir: str, wo
         "task": task,
         "model": TASKS[task][0],
         "trainer": type(trainer).__name__,
+        "steps_per_generation": trainer.args.steps_per_generation,  # optimizer steps per rollout batch
+        "num_iterations": trainer.args.num_iterations,
         "series": {
             **{name: _series(history, keys, steps) for name, keys in SERIES.items()},
             **{name: _summed_series(history, keys, steps) for name, keys in SUMMED_SERIES.items()},
@@ -839,18 +870,23 @@ def write_report(args, records: dict, wall_seconds: float, trained: int, cached:
 # ---------------------------------------------------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------------------------------------------------
-def _parse_pairs(parser: argparse.ArgumentParser, values: Sequence[str] | None) -> list[tuple[str, str]] | None:
-    """`--pairs` as [(method, regime), ...] in the given order; "claims" expands to `claims.CLAIM_PAIRS`, "all" to
-    `STUDY_METHODS` x `REGIMES` followed by the claims' pairs."""
+def _parse_pairs(
+    parser: argparse.ArgumentParser, values: Sequence[str] | None, steps: int = 85
+) -> list[tuple[str, str]] | None:
+    """`--pairs` as [(method, regime), ...] in the given order; "claims" expands to the pairs the claims read at this
+    budget (`claims.claim_pairs(steps)`: at 85 steps `claims.CLAIM_PAIRS`), "all" to `STUDY_METHODS` x `REGIMES`
+    followed by the claims' pairs."""
     if values is None:
         return None
     pairs = []
     for value in values:
         if value == "claims":
-            pairs += list(claims.CLAIM_PAIRS)
+            if not claims.claim_pairs(steps):
+                parser.error(f"--pairs claims: no claim reads {steps}-step runs; give --steps 85, 140 or 175.")
+            pairs += list(claims.claim_pairs(steps))
             continue
         if value == "all":
-            pairs += [(m, r) for r in REGIMES for m in STUDY_METHODS] + list(claims.CLAIM_PAIRS)
+            pairs += [(m, r) for r in REGIMES for m in STUDY_METHODS] + list(claims.claim_pairs(steps))
             continue
         method, sep, regime = value.partition(":")
         if not sep or method not in METHODS or regime not in REGIMES:
@@ -888,13 +924,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         nargs="+",
         metavar="METHOD:REGIME",
         help="run these (method, regime) pairs instead of --methods x --regimes; 'claims' stands for the pairs "
-        "benchmarks/claims.py reads (claims.CLAIM_PAIRS), 'all' for every trainer and baseline (STUDY_METHODS) in "
-        "both regimes plus those pairs; when the pairs include the claims' ones, the claims table is written too "
-        "(claims.md)",
+        "benchmarks/claims.py reads at --steps (claims.claim_pairs: 85, 140 or 175), 'all' for every trainer and "
+        "baseline (STUDY_METHODS) in both regimes plus those pairs; the claims table is benchmarks/claims.py's",
     )
     parser.add_argument("--report-only", action="store_true", help="no training: figure + table from cached runs")
     args = parser.parse_args(argv)
-    args.pairs = _parse_pairs(parser, args.pairs)
+    args.pairs = _parse_pairs(parser, args.pairs, args.steps)
     if args.pairs is not None:
         args.methods = list(dict.fromkeys(m for m, _ in args.pairs))
         args.regimes = [r for r in REGIMES if any(r == regime for _, regime in args.pairs)]
@@ -926,7 +961,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         argv: Command-line arguments (default: `sys.argv[1:]`).
 
     Returns:
-        `{"claims": path or None, "records": {(method, regime): [run record, ...]}, "trained": [(method, regime, seed),
+        `{"records": {(method, regime): [run record, ...]}, "trained": [(method, regime, seed),
         ...], "markdown": path, "png": the entropy figure's path, "figures": [every figure's path]}`.
     """
     args = parse_args(argv)
@@ -985,16 +1020,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     markdown = write_report(args, records, time.perf_counter() - start, len(trained), cached)
     print("\n".join(fixed_steps_table(records, args.methods, args.regimes, args.steps, args.window)), flush=True)
     print(f"wrote {markdown} and {', '.join(os.path.join(args.output_dir, name) for name in FIGURES)}", flush=True)
-    claims_md = None
-    if args.pairs is not None and set(claims.CLAIM_PAIRS) <= set(args.pairs):
-        claims_md = os.path.join(args.output_dir, "claims.md")
-        claims.main(
-            ["--runs", os.path.relpath(runs_dir), "--steps", str(args.steps), "--seeds", *map(str, args.seeds)]
-            + ["--output", os.path.relpath(claims_md)]
-            + (["--diagnostics", DIAGNOSTICS] if os.path.exists(os.path.join(args.output_dir, DIAGNOSTICS)) else [])
-        )
     return {
-        "claims": claims_md,
         "records": records,
         "trained": trained,
         "markdown": markdown,
