@@ -83,7 +83,7 @@ def main(argv=None) -> int:
 
     from healtrl.data import load_train_dataset
     from healtrl.toy import load_toy_model, toy_model_info
-    from healtrl.toy.world import ENTROPY_BINS, WORLD_BUILD, WORLD_MODEL, world_statistics
+    from healtrl.toy.world import CARD_NOTES, ENTROPY_BINS, WORLD_BUILD, WORLD_MODEL, world_statistics
 
     torch.set_num_threads(1)
     started = datetime.datetime.now(datetime.timezone.utc)
@@ -155,6 +155,8 @@ def main(argv=None) -> int:
     lines += ["| entropy | share |", "|---|---|"]
     for label, share in s["entropy_bins"].items():
         lines.append(f"| {label} | {share:.1%} {'#' * round(share * 50)} |")
+    for note in CARD_NOTES:
+        lines += ["", note]
     card = "\n".join(lines) + "\n"
     assert len(ENTROPY_BINS) - 1 == len(s["entropy_bins"])
     if args.output:

@@ -32,7 +32,7 @@ def test_every_problem_has_several_verified_solutions_and_wrong_paths_fail():
         for _ in range(5):
             wrong = countdown.wrong_path(rng, numbers, target)
             assert not countdown.verify_countdown(question, wrong), wrong
-    # Every path the verifier accepts is one `solutions` lists: enumerate all paths of one problem and compare.
+    # Every world path (`_paths`) the verifier accepts is one `solutions` lists: enumerate all paths of one problem and compare.
     numbers, target = problems[0]
     accepted = {
         ",".join(s)

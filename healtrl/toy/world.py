@@ -9,8 +9,14 @@ The families are `healtrl.toy.countdown`'s: Countdown (target domain: reach a ta
 steps written out, several correct paths) and sum chains (general domain). The warm-up is supervised, like the add
 world's, but on *imperfect* demonstrations (`demonstrations`): for each problem a correct path drawn among its
 solutions with probability `p_correct`, else a wrong path, so the model learns the format and the arithmetic, writes
-several paths, and is right only part of the time; it stops when the sampled accuracy on Countdown reaches its
-target. No demonstration comes from the 20 held-out test problems of either family.
+several paths, and is right only part of the time; it stops at the first probe whose sampled accuracy on Countdown
+reaches its target, so where it stops, and the model it leaves, depend on the machine (`CARD_NOTES`). No
+demonstration comes from the 20 held-out test problems of either family.
+
+Every demonstration is written as the world's paths are (`countdown.solutions`): the larger operand first in each
+step, every result in [1, 100). What is scored is wider: the probe, the card and the study's rewards all go through
+`countdown.check_countdown`, which also accepts an addition's operands in either order and zero results (its
+docstring states the rule; the card's "Verifier rule" paragraph says so too).
 
 `world_statistics` measures what the world's card reports (issue #26 item 1): sampled pass@1 and pass@16 on training
 problems, the share of groups of 8 completions with equal rewards, the completion length, and the distribution of
@@ -52,6 +58,30 @@ WORLD_BUILD = dict(
 )
 """`load_toy_model` / `toy_model_path` arguments of the world's model (`WORLD_MODEL`)."""
 
+CARD_NOTES = (
+    "**Verifier rule.** Every Countdown score on this card (the warm-up's stopping probe and the statistics above) "
+    "and every reward of the study's runs (`benchmarks/toy_study.py`) comes from "
+    "`healtrl.toy.countdown.check_countdown` as implemented: steps `a+b=c` or `a-b=c` separated by `,`, each number "
+    "one or two ASCII digits without a sign; exact arithmetic; both operands still available (a given number as many "
+    "times as it is given, a result once it is made); exactly one number left at the end, the target. It asks "
+    "neither for the larger operand first nor for positive results: `2+11=13` counts, and so does a zero result "
+    "(`6-6=0`), which a later step may use (`11+0=11`) but which may not be left over; a subtraction with the smaller "
+    "operand first is refused only because its negative result cannot be written (`3-5=-2` is not a step). The "
+    "world's reference answers and demonstrations are narrower (the larger operand first, every result in [1, 100)): "
+    "for `2,5,11,12>20` the verifier accepts 64 completions, 18 of them world paths. Issue #40 measured that 0.4% of "
+    "sampled completions depend on the wider rule; that figure is the issue's, not re-measured for this card.",
+    "**The build stops at a target, so its numbers vary by machine.** The warm-up samples one answer for each of "
+    f"512 probe Countdown problems every {WORLD_BUILD['eval_every']} steps and stops at the first probe whose "
+    f"accuracy reaches `target_accuracy` = {WORLD_BUILD['target_accuracy']}; that accuracy moves by several points "
+    "from one probe to the next. The build is seeded, but its floating-point results can differ between CPUs, thread "
+    "counts and torch builds, so another machine can stop at another step with another model, and every number on "
+    "this card belongs to the build it measured. The card of 2026-11-26 (AMD EPYC, 2 cores) measured pass@1 0.223 "
+    "on the training problems; its model was not kept, so that figure cannot be re-measured, and a rebuild on "
+    "another machine gave 0.249 with every target still met (issue #40).",
+)
+"""Paragraphs the world's card (`benchmarks/results/reasoning_world.md`) carries word for word after its statistics:
+which verifier rule scored the world and the study, and why the card's numbers depend on the machine."""
+
 ENTROPY_BINS = (0.0, 0.01, 0.1, 0.3, 0.7, 1.5, math.inf)
 """Token-entropy bins (nats) of the card's distribution; "confident" is below 0.1."""
 
@@ -66,8 +96,9 @@ def demonstrations(
     """`n` warm-up rows (columns as `make_dataset`), none from a held-out problem: a `general_share` of them from the
     general-domain families, the rest from the target-domain ones, each row's family drawn at random among those.
 
-    Countdown rows hold an imperfect demonstration (`countdown.demonstration` with `p_correct`); rows of the other
-    families hold their correct answer.
+    Countdown rows hold an imperfect demonstration (`countdown.demonstration` with `p_correct`), written as the
+    world's paths are (the larger operand first, no zero result); rows of the other families hold their correct
+    answer.
     """
     names = [family] if isinstance(family, str) else list(family)
     rng = random.Random(f"healtrl-toy:demonstrations:{'+'.join(names)}:{seed}:{p_correct}:{general_share}")
