@@ -51,10 +51,19 @@ def test_pairs_choose_the_runs_and_are_checked():
     args = toy_study.parse_args(["--task", "countdown", "--pairs", "heal:few_shot", "aer:full", "heal:few_shot"])
     assert args.pairs == [("heal", "few_shot"), ("aer", "full")]
     assert args.methods == ["heal", "aer"] and args.regimes == ["few_shot", "full"]
-    args = toy_study.parse_args(["--task", "countdown", "--pairs", "claims"])
+    # 'claims': the pairs benchmarks/claims.py reads at --steps (the study's 85, set A's 175, set B's 140)
+    args = toy_study.parse_args(["--task", "countdown", "--pairs", "claims", "--steps", "85"])
     assert args.pairs == list(toy_study.claims.CLAIM_PAIRS)
+    for steps in (85, 140, 175):
+        args = toy_study.parse_args(["--task", "countdown", "--pairs", "claims", "--steps", str(steps)])
+        assert args.pairs == list(toy_study.claims.claim_pairs(steps)) and args.pairs, steps
+        assert {m for m, _ in args.pairs} <= set(toy_study.METHODS), steps  # every claim arm is a study method
+    assert toy_study.claims.claim_pairs(175) == (("grpo", "full"), ("aer", "full"))
+    # the claims' 140-step arms are the paper regime: 4 optimizer steps per rollout batch, full data
+    for method, regime in toy_study.claims.claim_pairs(140):
+        assert regime == "full" and toy_study.WORLD_OVERRIDES["countdown"][method]["steps_per_generation"] == 4
     # 'all': every trainer and baseline in both regimes, then the claims' (ablation) pairs, each once
-    args = toy_study.parse_args(["--task", "countdown", "--pairs", "all"])
+    args = toy_study.parse_args(["--task", "countdown", "--pairs", "all", "--steps", "85"])
     every = {(m, r) for m in toy_study.STUDY_METHODS for r in toy_study.REGIMES}
     assert set(args.pairs) == every | set(toy_study.claims.CLAIM_PAIRS) and len(args.pairs) == len(set(args.pairs))
     assert {"grpo", "hybrid", "heal", "aer", "posadv", "opefo", "rand_pos_clip", "clip_cov", "kl_cov"} <= {
