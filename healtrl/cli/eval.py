@@ -15,11 +15,15 @@ from dataclasses import asdict
 from typing import Any
 
 from healtrl._distributed import processes
-from healtrl.best_checkpoint import evaluate_checkpoints
-from healtrl.evaluation import BACKENDS, DEFAULT_THRESHOLD, evaluate
 from healtrl.generation import SamplingSettings
 
 from ._common import RaisingParser, StoreOnce, UsageError, add_version_option, configure_threads
+
+# `healtrl.evaluation`'s BACKENDS and DEFAULT_THRESHOLD, restated so that building the parser (`--help`) does not
+# import `healtrl.evaluation`, which imports torch (through `healtrl.functional`); `tests/test_lazy_import.py` checks
+# that the two pairs are equal.
+BACKENDS = ("auto", "vllm", "transformers")
+DEFAULT_THRESHOLD = 1.0
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -327,6 +331,8 @@ def _model_main(args, prog: str) -> int:
     procs = _checked_processes(args.model, tasks, args.split, task_paths, args.allow_eval_overlap)
     if procs is None:
         return 2
+    from healtrl.evaluation import evaluate
+
     try:
         results = evaluate(
             args.model,
@@ -461,6 +467,8 @@ def _checkpoints_main(args, prog: str) -> int:
     procs = _checked_processes(run_dir, rule.tasks, rule.split, task_paths, args.allow_eval_overlap)
     if procs is None:
         return 2
+    from healtrl.best_checkpoint import evaluate_checkpoints
+
     try:
         outcome = evaluate_checkpoints(
             run_dir,

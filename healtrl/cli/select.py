@@ -11,7 +11,6 @@ import sys
 from dataclasses import fields
 
 from healtrl._distributed import processes
-from healtrl.selection import select_general_data
 from healtrl.selection_config import SelectionConfig, SelectionError, option_type
 from healtrl.selection_data import (
     INDEX_COLUMN,
@@ -238,6 +237,8 @@ def select_main(argv: list[str] | None = None, prog: str = "healtrl select") -> 
         progress = not options.pop("no_progress")
         if options.pop("dry_run"):
             return select_dry_run(options, config_path=config_path)
+        from healtrl.selection import select_general_data  # imports torch, which `--help` does not need
+
         selected = select_general_data(SelectionConfig(**options), progress=progress)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
