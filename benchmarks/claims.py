@@ -37,8 +37,9 @@ claim's verdict.
     python benchmarks/claims.py --output benchmarks/results/reasoning_study/claims.md \\
         --diagnostics diagnostics.md --readme README.md
 
-reads the three caches of the reasoning study (`DEFAULT_RUNS`) and writes `claims.md`, `claims.json` beside it and the
-README's table. `--runs DIR [DIR ...]` reads other caches (e.g. a re-check on new seeds).
+reads the run caches of the reasoning study (`DEFAULT_RUNS`: the 85-step study, set A, set B and OPEFO's
+exact-estimator runs) and writes `claims.md`, `claims.json` beside it and the README's table. `--runs DIR [DIR ...]`
+reads other caches (e.g. a re-check on new seeds).
 """
 
 from __future__ import annotations
@@ -1251,7 +1252,10 @@ def main(argv: Sequence[str] | None = None) -> list[Result]:
         description=__doc__.split("\n\n")[0], epilog="Verdict rule: see the module docstring of benchmarks/claims.py."
     )
     parser.add_argument(
-        "--runs", nargs="+", default=list(DEFAULT_RUNS), help="study run caches (default: the reasoning study's three)"
+        "--runs",
+        nargs="+",
+        default=list(DEFAULT_RUNS),
+        help="study run caches (default: DEFAULT_RUNS, the reasoning study's four)",
     )
     parser.add_argument("--seeds", type=int, nargs="+", help="only these seeds (default: every cached seed)")
     parser.add_argument(
