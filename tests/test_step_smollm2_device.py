@@ -56,17 +56,29 @@ def test_cuda_report_uses_the_gpu_memory_and_says_random_weights():
     assert "0.625 vs trl [0.75, 0.50]" in base
 
 
-def test_cpu_report_is_unchanged():
-    res = {"trl": [_row("trl", 40.0)], "base": [_row("base", 30.0)]}
+def _table(text: str) -> dict[str, dict[str, str]]:
+    """The report's results table: trainer -> {column: cell}."""
+    lines = [line for line in text.splitlines() if line.startswith("| ")]  # the |---| line starts otherwise
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+    return {cells[0]: dict(zip(rows[0], cells, strict=True)) for cells in rows[1:]}
+
+
+def test_cpu_report_reads_the_process_memory():
+    """On the CPU the memory columns are the process's RSS (no CUDA reading), each trainer's cells its own rows'."""
+    res = {"trl": [_row("trl", 40.0)], "base": [_row("base", 30.0, process_peak_mib=2400.0)]}
     args = argparse.Namespace(
         device="cpu", model="offline", shape_dir=None, force_length=True, prompts=4, generations=4, rounds=1,
         threads=1, parallel=False,
     )  # fmt: skip
     now = datetime.datetime.now(datetime.timezone.utc)
     text = bench.report(64, ["trl", "base"], res, now, now, args)
-    assert text.splitlines()[0] == "## Completion length 64 tokens (forced)"
-    assert "| process peak RSS (MiB) | train peak extra (MiB) |" in text and "| peak RSS vs ref |" in text
-    assert "| 30.0 |" in text and "CUDA" not in text
+    table = _table(text)
+    assert set(table) == {"trl", "base"} and "CUDA" not in text
+    base = table["base"]
+    memory = (base["process peak RSS (MiB)"], base["train peak extra (MiB)"])
+    assert base["step (s)"] == "30.0" and memory == ("2400", "1000")
+    assert (base["step vs ref [per round]"], base["peak RSS vs ref"]) == ("0.750 vs trl [0.75]", "0.800")
+    assert table["trl"]["step vs ref [per round]"] == "(reference)"
 
 
 def test_bad_options_are_refused_before_any_run(tmp_path, capsys):

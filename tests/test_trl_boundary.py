@@ -205,14 +205,33 @@ def test_only_the_boundary_touches_trl_private_api(private_names):
     )
 
 
-def test_the_boundary_cites_trl(private_names):
-    # The boundary is where the private API is used, and it says which TRL release it follows.
+def test_the_boundary_follows_one_trl_release(private_names):
+    """The boundary is where the private API is used, and that API is the one of a single TRL minor release: the range
+    `healtrl._compat` enforces at import, the one pyproject.toml pins, and the installed TRL's."""
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+    import trl
+
+    from healtrl._compat import SUPPORTED_TRL, SUPPORTED_TRL_SPEC
+
     sources = {path.name: path.read_text(encoding="utf-8") for path in sorted(BOUNDARY.glob("*.py"))}
-    source = "\n".join(sources.values())
     assert any(scan_source(text, name, private_names) for name, text in sources.items()), (
         "the boundary uses no private API: the scan would be vacuous"
     )
-    assert "TRL 1.16" in source
+    low, high = SUPPORTED_TRL
+    assert low.micro == 0 and high == Version(f"{low.major}.{low.minor + 1}.0"), SUPPORTED_TRL
+    spec = SpecifierSet(SUPPORTED_TRL_SPEC)
+    assert low in spec and Version(f"{low.major}.{low.minor}.99") in spec and high not in spec
+    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    pins = [Requirement(d).specifier for d in dependencies if Requirement(d).name == "trl"]
+    assert pins == [spec], f"pyproject.toml pins trl {pins}, healtrl._compat enforces {SUPPORTED_TRL_SPEC}"
+    assert low <= Version(Version(trl.__version__).base_version) < high, trl.__version__
 
 
 def test_scanner_finds_planted_violations(tmp_path, private_names):
