@@ -5,6 +5,9 @@ Every healtrl trainer writes `README.md` (this card) and `curves.png` next to th
 
 * YAML front matter the Hub reads: `library_name`, `base_model` and `datasets` (Hub ids only: local paths and
   healtrl's offline/toy names are left out), `tags` (trl, grpo, healtrl and the method's tag);
+* the base model by the name it was loaded with, never by a path of this machine (`published_model_name`): a toy or
+  offline model's cache folder by its `healtrl-toy/...` / `healtrl-offline/...` name, any other local folder by its
+  last path component, marked as local;
 * the method, a two-line explanation and its paper;
 * the training setup: base model, datasets, reward functions, the method's key hyper-parameters and the shared GRPO
   ones, the first and final logged entropy and reward, the entropy/reward curves image and, when the run wrote
@@ -15,8 +18,13 @@ Every healtrl trainer writes `README.md` (this card) and `curves.png` next to th
   recipe's rule chose, by which rule, and its score;
 * how to load the checkpoint (transformers, or PEFT for an adapter) and the BibTeX of the papers and of healtrl.
 
-`build_model_card` is a pure function (no trainer, no I/O); the trainers' `create_model_card` / `save_model` gather its
-inputs (see `healtrl.trainers.base.EntropyGRPOTrainer`).
+`build_model_card` takes no trainer and writes nothing (it reads only the metadata file of a toy or offline model
+folder given as `base_model`); the trainers' `create_model_card` / `save_model` gather its inputs (see
+`healtrl.trainers.base.EntropyGRPOTrainer`).
+
+Why this module is long: it is the whole published document, read top to bottom in the order the card is: the names
+it may publish, the small formatters, the card's sections, and the "Best checkpoint" section that `healtrl eval`
+rewrites in place. Splitting it would put one document's wording in several files.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ __all__ = [
     "eval_results_from_log_history",
     "format_value",
     "is_hub_id",
+    "published_model_name",
     "read_eval_results",
     "set_card_section",
     "training_summary",
@@ -109,6 +118,65 @@ def is_hub_id(name: str | None) -> bool:
     if name.startswith(LOCAL_NAME_PREFIXES) or ".." in name:
         return False
     return not os.path.exists(name)
+
+
+def _is_local_path(name: str) -> bool:
+    """Whether `name` is written as a path (absolute, `~`, `./`, `../`) or names something that exists here."""
+    return os.path.isabs(name) or name.startswith(("~", ".")) or os.path.exists(name)
+
+
+def published_model_name(name: str) -> tuple[str, str]:
+    """The name a model card shows for a model given by `name`, and what kind of name it is.
+
+    The rules, first match wins:
+
+    1. a folder holding a toy model's `healtrl_toy.json` (what `healtrl.toy.load_toy_model` loads from, e.g. a
+       model's `config.name_or_path`) -> the `healtrl-toy/...` name it was built for, kind `"healtrl"`;
+    2. a folder holding an offline model's `healtrl_offline.json` -> its `healtrl-offline/...` name, kind
+       `"healtrl"`;
+    3. `healtrl-toy/...` and `healtrl-offline/...` names -> unchanged, kind `"healtrl"`;
+    4. a Hub id (`is_hub_id`) -> unchanged, kind `"hub"`;
+    5. any other path (absolute, `~`, `./`, `../`, or existing here) -> its last path component, kind `"local"`;
+    6. anything else (e.g. a single-segment name such as `gpt2`) -> unchanged, kind `"name"`.
+
+    Args:
+        name: A model as the user gave it, or a model config's `name_or_path`.
+
+    Returns:
+        `(shown_name, kind)`; no path of this machine is ever returned whole.
+    """
+    if os.path.isdir(name):
+        from healtrl.models import MARKER_FILE
+        from healtrl.toy.cache import toy_model_name
+
+        toy = toy_model_name(name)
+        if toy is not None:
+            return toy, "healtrl"
+        marker = os.path.join(name, MARKER_FILE)
+        if os.path.isfile(marker):
+            with open(marker, encoding="utf-8") as f:
+                offline = json.load(f).get("name")
+            if isinstance(offline, str) and offline.startswith(LOCAL_NAME_PREFIXES):
+                return offline, "healtrl"
+    if name.startswith(LOCAL_NAME_PREFIXES):
+        return name, "healtrl"
+    if is_hub_id(name):
+        return name, "hub"
+    if _is_local_path(name):
+        return os.path.basename(os.path.normpath(os.path.expanduser(name))) or name, "local"
+    return name, "name"
+
+
+def _toy_build_note(name: str) -> str:
+    """`; built with <param>=<value>, ...` for a toy model folder of a non-default build, else ``."""
+    from healtrl.toy.cache import toy_build_overrides, toy_model_name
+
+    if not os.path.isdir(name) or toy_model_name(name) is None:
+        return ""
+    overrides = toy_build_overrides(name)
+    if not overrides:
+        return ""
+    return "; a non-default build: " + ", ".join(f"{key}={value}" for key, value in overrides.items())
 
 
 def format_value(value: Any) -> str:
@@ -261,13 +329,38 @@ def _paper_link(paper: Mapping[str, Any]) -> str:
 
 
 def _model_link(name: str) -> str:
-    if is_hub_id(name):
-        return f"[{name}](https://huggingface.co/{name})"
-    return f"`{name}`" + ("" if name.startswith(LOCAL_NAME_PREFIXES) else " (local)")
+    shown, kind = published_model_name(name)
+    if kind == "hub":
+        return f"[{shown}](https://huggingface.co/{shown})"
+    return f"`{shown}`" + (" (local)" if kind == "local" else "")
+
+
+def _base_model_line(name: str | None) -> str:
+    """The card's `- Base model:` entry: the name and why it is or is not in the front matter."""
+    if not name:
+        return (
+            "not recorded (set `trainer.model_card_base_model` to the Hub id or healtrl name the model was loaded with)"
+        )
+    shown, kind = published_model_name(name)
+    if kind == "hub":
+        return _model_link(name)
+    if kind == "healtrl":
+        origin = "a toy model healtrl builds" if shown.startswith("healtrl-toy/") else "a model healtrl converts"
+        return f"`{shown}` ({origin} on first use, not a Hub id{_toy_build_note(name)})"
+    if kind == "local":
+        return (
+            f"`{shown}` (local: a folder on the training machine, so the card's metadata names no `base_model`; set "
+            "`trainer.model_card_base_model` to the Hub id it came from)"
+        )
+    return f"`{shown}` (not a `namespace/name` Hub id, so the card's metadata names no `base_model`)"
 
 
 def _dataset_link(name: str) -> str:
-    return f"[{name}](https://huggingface.co/datasets/{name})" if is_hub_id(name) else f"`{name}`"
+    if is_hub_id(name):
+        return f"[{name}](https://huggingface.co/datasets/{name})"
+    if _is_local_path(name) and not name.startswith(LOCAL_NAME_PREFIXES):
+        return f"`{os.path.basename(os.path.normpath(os.path.expanduser(name))) or name}` (local)"
+    return f"`{name}`"
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str], align: str | None = None) -> list[str]:
@@ -337,8 +430,12 @@ def build_model_card(
         paper: The method's paper: `{"title", "citation"` (BibTeX)`, "id"` (arXiv id or None)`, "url"` (optional)`}`.
         base_paper: The algorithm the method builds on, cited as well when it differs from `paper` (GRPO by default;
             `None` for none).
-        base_model: The model training started from (Hub id or local path). Only a Hub id goes into the front matter.
-        datasets: Training datasets (Hub ids, task names, local paths). Only Hub ids go into the front matter.
+        base_model: The model training started from: a Hub id, a healtrl name, or a local path (a model's
+            `config.name_or_path`). Only a Hub id goes into the front matter; the text shows the name of
+            `published_model_name`, so a toy model's cache folder appears as its `healtrl-toy/...` name and no other
+            local path appears whole (only its last component).
+        datasets: Training datasets (Hub ids, task names, local paths). Only Hub ids go into the front matter; a
+            local path appears as its last component. Empty: "not recorded", with how to record them.
         method_hyperparameters: The method's key config fields -> values.
         training_hyperparameters: Shared GRPO config fields -> values.
         reward_functions: Reward function name -> weight.
@@ -370,7 +467,7 @@ def build_model_card(
     datasets = list(dict.fromkeys(d for d in datasets if d))
     tags = list(dict.fromkeys(t for t in tags if t))
     front: dict[str, Any] = {}
-    if base_model and is_hub_id(base_model):
+    if base_model and published_model_name(base_model)[1] == "hub":
         front["base_model"] = base_model
     hub_datasets = [d for d in datasets if is_hub_id(d)]
     if hub_datasets:
@@ -404,11 +501,14 @@ def build_model_card(
 
     # Training
     lines += ["## Training", ""]
-    lines.append(f"- Base model: {_model_link(base_model) if base_model else 'not recorded'}")
+    lines.append(f"- Base model: {_base_model_line(base_model)}")
     if datasets:
         lines.append("- Datasets: " + ", ".join(_dataset_link(d) for d in datasets))
     else:
-        lines.append("- Datasets: not recorded")
+        lines.append(
+            "- Datasets: not recorded (set `trainer.model_card_datasets` to the dataset or task names, or give the "
+            "trainer a dataset whose `info.dataset_name` is set)"
+        )
     if reward_functions:
         rewards = ", ".join(
             f"`{name}` (weight {format_value(float(w)).strip('`')})" for name, w in reward_functions.items()

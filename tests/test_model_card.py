@@ -209,7 +209,9 @@ def test_saved_card_content(name, tmp_path):
 
     # Training setup: base model, dataset, rewards, hyper-parameters as configured
     training = section(card, "Training")
-    assert f"- Base model: `{model_path}` (local)\n" in training
+    # a local folder by its last component only: no path of this machine is published (issue #41 item 9)
+    assert "- Base model: `tiny-model` (local: a folder on the training machine" in training
+    assert str(tmp_path) not in training
     assert "- Datasets: `toy-add-cards`\n" in training
     assert "`toy_reward` (weight 1.0), `digit_reward` (weight 1.0)" in training
     for field, value in case["fields"].items():
@@ -349,7 +351,9 @@ def test_peft_adapter_card(tmp_path):
     assert (final / "adapter_config.json").is_file()
     card = (final / "README.md").read_text()  # ours replaces the one PEFT writes
     assert front_matter(card)["library_name"] == "peft"
-    assert f"This PEFT adapter is an adapter for `{model_path}` (local)" in card
+    assert "This PEFT adapter is an adapter for `tiny-model` (local)" in card and model_path not in section(
+        card, "Training"
+    )
     assert f'AutoPeftModelForCausalLM.from_pretrained("{final}")' in section(card, "How to load")
     assert "- PEFT: " in card
 
@@ -390,10 +394,19 @@ def test_front_matter_is_yaml_and_keeps_local_paths_out(tmp_path, monkeypatch):
 
     assert ModelCard(card).data.base_model == "Qwen/Qwen3-0.6B"  # the Hub's own parser reads it
 
-    for local in ("org/local", str(tmp_path), "./org/local", "../x/y", "healtrl-toy/qwen2-add", "healtrl-offline/a"):
+    shown = {  # a local path by its last component (issue #41 item 9); healtrl's names as given
+        "org/local": "local",
+        str(tmp_path): tmp_path.name,
+        "./org/local": "local",
+        "../x/y": "y",
+        "healtrl-toy/qwen2-add": "healtrl-toy/qwen2-add",
+        "healtrl-offline/a": "healtrl-offline/a",
+    }
+    for local, name in shown.items():
         card = card_of(base_model=local)
         assert "base_model" not in front_matter(card), local
-        assert f"- Base model: `{local}`" in card
+        assert f"- Base model: `{name}`" in card, local
+        assert str(tmp_path) not in card, local
     assert not is_hub_id(None) and not is_hub_id("task:gsm8k") and not is_hub_id("gpt2")
     assert is_hub_id("HuggingFaceTB/SmolLM2-135M-Instruct")
 

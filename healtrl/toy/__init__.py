@@ -22,7 +22,9 @@ from .cache import (
     is_toy_model_name,
     load_toy_model,
     parse_toy_model_name,
+    toy_build_overrides,
     toy_model_info,
+    toy_model_name,
     toy_model_path,
 )
 from .collapse import history_points, reproduce_entropy_collapse, toy_grpo_config
@@ -72,7 +74,9 @@ __all__ = [
     "sampled_accuracy",
     "save_tokenizer",
     "toy_grpo_config",
+    "toy_build_overrides",
     "toy_model_info",
+    "toy_model_name",
     "toy_model_path",
     "toy_reward",
     "warmup",

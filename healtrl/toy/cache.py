@@ -162,6 +162,27 @@ def default_build(name: str) -> dict:
     return dict(PLAIN_BUILD)
 
 
+def _build_spec(name: str, **build) -> dict:
+    """The spec (cache key) of toy model `name` built with `build` replacing the name's defaults."""
+    params = default_build(name)
+    unknown = sorted(set(build) - set(params))
+    if unknown:
+        raise TypeError(f"Unknown toy build parameter(s) {unknown}; the parameters are {sorted(params)}.")
+    params.update(build)
+    demo = {key: params.pop(key) for key in DEMO_KEYS}
+    probe = params.pop("probe_size")
+    if probe is not None and (isinstance(probe, bool) or not isinstance(probe, int) or probe < 1):
+        raise ValueError(f"probe_size must be a positive integer or None (the warm-up's default, 512); got {probe!r}")
+    # The demonstration keys and probe_size are in the cache key only when set, so the models built without them
+    # keep their cache folders.
+    return _spec(
+        name,
+        **params,
+        **({} if demo["demo_correct"] is None else demo),
+        **({} if probe is None else {"probe_size": probe}),
+    )
+
+
 def toy_model_path(
     name: str = "healtrl-toy/qwen2-add",
     cache_dir: str | os.PathLike | None = None,
@@ -191,23 +212,7 @@ def toy_model_path(
     Returns:
         The absolute path of the model folder, as a string.
     """
-    params = default_build(name)
-    unknown = sorted(set(build) - set(params))
-    if unknown:
-        raise TypeError(f"Unknown toy build parameter(s) {unknown}; the parameters are {sorted(params)}.")
-    params.update(build)
-    demo = {key: params.pop(key) for key in DEMO_KEYS}
-    probe = params.pop("probe_size")
-    if probe is not None and (isinstance(probe, bool) or not isinstance(probe, int) or probe < 1):
-        raise ValueError(f"probe_size must be a positive integer or None (the warm-up's default, 512); got {probe!r}")
-    # The demonstration keys and probe_size are in the cache key only when set, so the models built without them
-    # keep their cache folders.
-    spec = _spec(
-        name,
-        **params,
-        **({} if demo["demo_correct"] is None else demo),
-        **({} if probe is None else {"probe_size": probe}),
-    )
+    spec = _build_spec(name, **build)
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     root.mkdir(parents=True, exist_ok=True)
     folder = (root / _folder_name(spec)).absolute()
@@ -237,8 +242,10 @@ def load_toy_model(
             combination is cached separately.
 
     Returns:
-        `(model, tokenizer)`: an fp32 model in eval mode, whose `config.name_or_path` is the cache folder, and the
-        toy tokenizer.
+        `(model, tokenizer)`: an fp32 model in eval mode and the toy tokenizer. The model's `config.name_or_path` is
+        the cache folder, the path TRL loads the reference model (`beta > 0`) and a missing tokenizer from; the
+        folder's metadata records `name`, which the model card and the curves' titles show instead of the folder
+        (`toy_model_name`).
     """
     path = toy_model_path(name, cache_dir, **build_kwargs)
     with quiet_progress_bars():
@@ -247,6 +254,46 @@ def load_toy_model(
         model.to(device)
     model.eval()
     return model, AutoTokenizer.from_pretrained(path)
+
+
+def toy_model_name(path: str | os.PathLike) -> str | None:
+    """The "healtrl-toy/..." name a cached toy model folder was built for (what `load_toy_model` was given).
+
+    Args:
+        path: A folder (for instance a model's `config.name_or_path`).
+
+    Returns:
+        `"healtrl-toy/<arch>-<family>[+<family>...]"`, read from the folder's `healtrl_toy.json`; None when `path`
+        holds no such file (not a toy model folder).
+    """
+    metadata = Path(path) / METADATA_FILE
+    if not metadata.is_file():
+        return None
+    spec = toy_model_info(path)["spec"]
+    return f"{TOY_PREFIX}{spec['arch']}-{'+'.join(spec['family'])}"
+
+
+def toy_build_overrides(path: str | os.PathLike) -> dict:
+    """The build parameters of a cached toy model folder that differ from its name's defaults (`default_build`).
+
+    Args:
+        path: A toy model folder (`toy_model_name(path)` is not None).
+
+    Returns:
+        Parameter -> value for every build parameter (`toy_model_path`'s `**build`) whose value differs from the one
+        the name alone builds with; empty for the default build. The folder's cache-format version is not compared.
+
+    Raises:
+        ValueError: `path` is not a toy model folder.
+    """
+    name = toy_model_name(path)
+    if name is None:
+        raise ValueError(f"{os.fspath(path)!r} is not a toy model folder (it has no {METADATA_FILE}).")
+    spec = toy_model_info(path)["spec"]
+    default = _build_spec(name)
+    skip = {"format_version", "arch", "family"}
+    keys = [key for key in spec if key not in skip] + [key for key in default if key not in skip and key not in spec]
+    return {key: spec.get(key) for key in keys if spec.get(key) != default.get(key)}
 
 
 def toy_model_info(path: str | os.PathLike) -> dict:

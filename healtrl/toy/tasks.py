@@ -171,13 +171,16 @@ def make_dataset(family: str | Sequence[str], n: int, seed: int = 0) -> Dataset:
 
     Returns:
         A `datasets.Dataset` with columns `prompt` (a conversation of one user message), `answer` (str), `domain`
-        ("target" or "general") and `task` (the family name).
+        ("target" or "general") and `task` (the family name); its `info.dataset_name` is the name a config uses for it
+        (`healtrl-toy/<family>[+<family>...]`), which the model card shows.
     """
     families = _families(family)
     parts = []
     for fam, count in zip(families, _split_counts(n, len(families))):
         parts.append(_rows(fam, _draw(range(fam.size), count, _rng(fam.name, seed, "dataset"))))
-    return _mix(parts, families, seed, "dataset")
+    dataset = _mix(parts, families, seed, "dataset")
+    dataset.info.dataset_name = "healtrl-toy/" + "+".join(fam.name for fam in families)
+    return dataset
 
 
 def held_out_indices(family: str, n_test: int = 20, seed: int = 0) -> frozenset[int]:

@@ -20,7 +20,8 @@ scaling a token's advantage by w >= 0 scales its clipped surrogate by w). lambda
   rule) is zeroed. Reproducible under `seed`, also across resumes.
 
 Logged: `posadv/lambda`, `posadv/pos_token_frac` (share of valid tokens with A > 0, over all processes),
-`posadv/entropy` (H_k, at every update of the controller), `posadv/clipped_tokens` (rand_pos_clip).
+`posadv/entropy` (H_k, at every update of the controller), `posadv/entropy_threshold` (delta, beside it with the
+entropy-guided schedule), `posadv/clipped_tokens` (rand_pos_clip).
 """
 
 from __future__ import annotations
@@ -204,6 +205,7 @@ class PosAdvTrainer(RandomStreamMixin, EntropyControlMixin, EntropyGRPOTrainer):
     def update_controller(self, entropy: float) -> None:
         if self.args.schedule == "entropy":
             self.lam = entropy_guided_lambda(self.lam, entropy, self.args.entropy_threshold, self.args.lambda_step)
+            self.log_metric("posadv/entropy_threshold", self.args.entropy_threshold)  # delta, drawn on curves.png
         self.log_metric("posadv/entropy", entropy)
 
     # -- checkpointed state ------------------------------------------------------------------------------------------
