@@ -653,3 +653,19 @@ def test_readme_table_is_the_committed_claims_table():
     assert claims.TABLE_HEADER in claims_md
     assert claims.readme_table(claims_md, STUDY) in readme
     assert claims.replace_readme_table(readme, claims_md, STUDY) == readme
+
+
+def test_committed_claims_link_to_a_diagnostic_section_for_every_verdict_but_held():
+    """Every verdict of the committed table other than "held" links to a `## <claim id>` section of diagnostics.md."""
+    with open(os.path.join(ROOT, STUDY, "claims.md")) as f:
+        claims_md = f.read()
+    with open(os.path.join(ROOT, STUDY, "diagnostics.md")) as f:
+        sections = set(re.findall(r"^## (\S+)$", f.read(), flags=re.M))
+    table = claims_md[claims_md.index(claims.TABLE_HEADER) :].split("\n\n")[0].splitlines()[2:]
+    main_rows = [row for row in table if not row.startswith("| labelled row: ")]
+    assert len(main_rows) == len(claims.CLAIMS)
+    for claim, row in zip(claims.CLAIMS, main_rows):
+        held = "| **held**" in row
+        assert (f"(diagnostics.md#{claim.id})" in row) == (not held), row
+        if not held:
+            assert claim.id in sections, f"diagnostics.md has no '## {claim.id}' section"
