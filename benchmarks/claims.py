@@ -83,6 +83,15 @@ POSADV_DELTA = PosAdvConfig.entropy_threshold
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
 
+# The papers a quote comes from (the keys of `Claim.quote_papers`).
+PAPER_NAMES = {
+    "heal": "HEAL, arXiv:2604.17928",
+    "aer": "AER, arXiv:2510.10959",
+    "posadv": "PosAdv, arXiv:2511.05993",
+    "opefo": "OPEFO, arXiv:2605.11491",
+}
+
+
 class NotMeasured(Exception):
     """The runs lack what a statistic needs; the message says what."""
 
@@ -265,7 +274,7 @@ class Claim:
     figure: str
     text: str
     quote: tuple[str, ...]
-    quote_files: tuple[str, ...]
+    quote_papers: tuple[str, ...]  # keys of PAPER_NAMES, one per quote
     form: str  # "single-run", "paired", "paired difference", "comparison set", "non-inferiority"
     statistic: str
     arm: Arm
@@ -365,7 +374,7 @@ def _aer_near_target(aer: Arm, grpo: Arm, labelled=(), deviations=()) -> Claim:
             "consistent and balanced exploration.",
             "compared with vanilla GRPO, AER stabilizes the global entropy *near* the prescribed band",
         ),
-        ("aer.txt", "aer.txt"),
+        ("aer", "aer"),
         "paired",
         f"d = |final entropy / (tau x H0) - 1|, full, {aer.steps} steps",
         aer,
@@ -390,7 +399,7 @@ def _aer_pass_at_k(aer: Arm, grpo: Arm, labelled=(), deviations=()) -> Claim:
             "As shown in Figure 3a and Figure 3d, AER consistently achieves higher pass@ k performance across all k , "
             "indicating stronger exploration and reasoning diversity.",
         ),
-        ("aer.txt",),
+        ("aer",),
         "paired difference",
         f"held-out pass@1 (columns); min over k in 1..16 of AER - GRPO pass@k, full, {aer.steps} steps",
         aer,
@@ -411,7 +420,7 @@ def _pos_only(pos: Arm, grpo: Arm, posadv: Arm, neg: Arm, entadv: Arm | None, la
         "PosAdv Fig. 5; Table 2",
         "Training on A>0 tokens only collapses the entropy the most (below GRPO, PosAdv and A<0-only)",
         (Q_POSADV_FIG5,),
-        ("posadv.txt",),
+        ("posadv",),
         "comparison set",
         f"A>0-only final / initial entropy; final entropy A>0-only - X, {pos.regime}, {pos.steps} steps",
         pos,
@@ -437,7 +446,7 @@ def _neg_only(neg: Arm, grpo: Arm, pos: Arm, labelled=(), deviations=()) -> Clai
         "PosAdv Fig. 5; Table 2",
         "Training on A<0 tokens only keeps the entropy high, above GRPO's",
         (Q_POSADV_FIG5,),
-        ("posadv.txt",),
+        ("posadv",),
         "paired",
         f"final / initial entropy, {neg.regime}, {neg.steps} steps",
         neg,
@@ -462,7 +471,7 @@ def _posadv_near(posadv: Arm, grpo: Arm, labelled=(), deviations=()) -> Claim:
             "Meanwhile, Pos-Adv-Reweight (Entropy-guided) effectively maintains the model entropy around the target "
             "value of 0.2.",
         ),
-        ("posadv.txt",),
+        ("posadv",),
         "paired",
         f"d = |second-half mean entropy - delta| / delta, full, {posadv.steps} steps",
         posadv,
@@ -484,7 +493,7 @@ def _vs_grpo(claim_id, text, quote, arm: Arm, grpo: Arm, side="above", labelled=
         figure or "PosAdv Fig. 5",
         text,
         (quote,),
-        ("posadv.txt",),
+        ("posadv",),
         "paired difference",
         f"final entropy (columns); {arm.label} - {grpo.label}, {arm.regime}, {arm.steps} steps",
         arm,
@@ -508,7 +517,7 @@ def _opefo(opefo: Arm, grpo: Arm, labelled=(), deviations=()) -> Claim:
             "As shown on the Figure 4 (a), both standard GRPO and its strict on-policy variant exhibit a rapid "
             "collapse of policy entropy during training.",
         ),
-        ("opefo.txt", "opefo.txt"),
+        ("opefo", "opefo"),
         "paired",
         f"final / initial entropy, full, {opefo.steps} steps",
         opefo,
@@ -530,7 +539,7 @@ def _flow(claim_id, text, quote, key, side, arm: Arm, window: float = 1.0, figur
         figure,
         text,
         (quote,),
-        ("opefo.txt",),
+        ("opefo",),
         "single-run",
         f"{key} / total flow over the {'first 20% of steps' if window < 1 else 'run'}, {arm.label}, full",
         arm,
@@ -547,7 +556,7 @@ def _heal(claim_id, text, quote, figure, arm: Arm, other: Arm) -> Claim:
         figure,
         text,
         (quote,),
-        ("heal.txt",),
+        ("heal",),
         "paired difference",
         f"final target entropy (columns); {arm.label} - {other.label}, few-shot, 85 steps",
         arm,
@@ -670,7 +679,7 @@ Q_FULL_COLLAPSE = (
     "Both curves exhibit highly similar dynamics: starting at an entropy of approximately 0.25, dropping sharply "
     "within the first 50 training steps, and rapidly converging to nearly zero.",
 )
-FULL_FILES = ("aer.txt", "posadv.txt", "opefo.txt")
+FULL_PAPERS = ("aer", "posadv", "opefo")
 Q_RAND_POS_CLIP = (
     "Moreover, Rand-Pos-Clip, which randomly sets the gradients of a small subset of tokens with positive advantages "
     "to zero, mitigates entropy collapse relative to the GRPO baseline."
@@ -697,7 +706,7 @@ CLAIMS: tuple[Claim, ...] = (
         "HEAL Fig. 1",
         "GRPO's entropy collapses (few-shot)",
         (Q_FEW_COLLAPSE, Q_AER_COLLAPSE),
-        ("heal.txt", "aer.txt"),
+        ("heal", "aer"),
     ),
     _collapse(
         "grpo-collapse-full",
@@ -705,11 +714,11 @@ CLAIMS: tuple[Claim, ...] = (
         "AER Fig. 3c; PosAdv Fig. 1; OPEFO Fig. 2a / 4a",
         "GRPO's entropy collapses (full data)",
         Q_FULL_COLLAPSE,
-        FULL_FILES,
+        FULL_PAPERS,
         labelled=(
             (
                 "85 steps (the study's budget)",
-                _collapse("grpo-collapse-full", GRPO_FULL, "", "", Q_FULL_COLLAPSE, FULL_FILES),
+                _collapse("grpo-collapse-full", GRPO_FULL, "", "", Q_FULL_COLLAPSE, FULL_PAPERS),
             ),
         ),
     ),
@@ -899,7 +908,7 @@ CLAIMS: tuple[Claim, ...] = (
             "Remarkably, with only 32 target-domain samples, our approach matches or even surpasses full-shot RLVR "
             "trained with 1K target-domain samples.",
         ),
-        ("heal.txt",),
+        ("heal",),
         "non-inferiority",
         "held-out pass@1 (columns); HEAL few-shot / GRPO full, 85 steps",
         _few("heal", "HEAL few-shot"),
@@ -1112,7 +1121,7 @@ def table(results: Sequence[Result], diagnostics: str | None = None) -> str:
 def _details_section(result: Result) -> list[str]:
     c = result.claim
     lines = [f"### {c.id}", "", f"{c.paper}, {c.figure}. Form: {c.form}."]
-    lines += [f"> {q} ({f})" for q, f in zip(c.quote, c.quote_files)]
+    lines += [f"> {q} ({PAPER_NAMES[p]})" for q, p in zip(c.quote, c.quote_papers)]
     lines.append("")
     if c.deviations:
         lines += ["Deviations from the paper's settings (kept, labelled):", *[f"- {d}" for d in c.deviations], ""]
@@ -1141,7 +1150,7 @@ def _result_json(result: Result) -> dict:
         "figure": c.figure,
         "text": c.text,
         "quote": list(c.quote),
-        "quote_files": list(c.quote_files),
+        "quote_papers": list(c.quote_papers),
         "form": c.form,
         "statistic": c.statistic,
         "holds_if": c.holds_if(),

@@ -42,7 +42,8 @@ def _spans(cell: str) -> list[str]:
 
 
 def _exists(relative: str) -> bool:
-    path = RESULTS / relative
+    # under benchmarks/results/, or written from benchmarks/ (`results/...`, the form a Markdown link there resolves)
+    path = RESULTS / relative.removeprefix("results/")
     return path.is_dir() if relative.endswith("/") else path.is_file()
 
 

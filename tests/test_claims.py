@@ -150,7 +150,7 @@ def _mismatches(claim, pre):
     differ("method", claim.arm.key, _key(pre["method"]))
     differ("control", claim.control and claim.control.key, _key(pre["control"]))
     differ("quote", list(claim.quote), pre["quote"])
-    differ("quote_files", list(claim.quote_files), pre["quote_files"])
+    differ("quote papers", [f"{p}.txt" for p in claim.quote_papers], pre["quote_files"])
     differ("number of deviations", len(claim.deviations), len(pre["deviations"]))
     expected = [_key(b) for b in pre.get("comparison_set", [pre["control"]])]
     found += _rule_mismatches(claim.id, claim, pre, expected)
@@ -168,7 +168,7 @@ def _mismatches(claim, pre):
         if row.arm.key != _key(pre_row["method"]) or (row.control and row.control.key) != _key(control):
             found.append(f"{name}: runs {row.arm.key} / {row.control and row.control.key}, pre-registered "
                          f"{_key(pre_row['method'])} / {_key(control)} ({pre_row['label']!r})")  # fmt: skip
-        if (row.id, row.quote, row.quote_files) != (claim.id, claim.quote, claim.quote_files):
+        if (row.id, row.quote, row.quote_papers) != (claim.id, claim.quote, claim.quote_papers):
             found.append(f"{name}: not the same claim (id, quotes)")
         expected = [_key(b) for b in pre_row.get("comparison_set", [control])]
         found += _rule_mismatches(name, row, pre, expected)
@@ -226,9 +226,10 @@ def test_quotes_are_in_the_papers():
     checked = 0
     for claim in claims.CLAIMS:
         for row in (claim, *(r for _, r in claim.labelled)):
-            assert len(row.quote) == len(row.quote_files) > 0, claim.id
-            for quote, name in zip(row.quote, row.quote_files):
-                with open(os.path.join(folder, name), encoding="utf-8") as f:
+            assert len(row.quote) == len(row.quote_papers) > 0, claim.id
+            for quote, name in zip(row.quote, row.quote_papers):
+                assert name in claims.PAPER_NAMES, (claim.id, name)
+                with open(os.path.join(folder, f"{name}.txt"), encoding="utf-8") as f:
                     assert quote in f.read(), (claim.id, name, quote)
                 checked += 1
     assert checked >= len(claims.CLAIMS)
