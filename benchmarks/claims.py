@@ -577,6 +577,12 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
 
+def _trailing(record: dict, step: int, window: int = 5) -> float | None:
+    """Mean of the logged target entropy in the `window` steps up to `step` (None when none is logged there)."""
+    values = _values(record["series"]["entropy_target"][max(0, step - window) : step])
+    return statistics.fmean(values) if values else None
+
+
 def crossing_step(record: dict, tau: float = AER_TAU, window: int = 5) -> int | None:
     """The first step whose trailing mean of the logged target entropy (the last `window` steps) is <= tau x H0."""
     series, target = record["series"]["entropy_target"], tau * h0(record)
@@ -624,21 +630,40 @@ def _aer_details(claim: Claim, runs: Runs) -> tuple[list[str], dict]:
         row = [str(seed), *(_fmt(_at(alpha, m)) for m in marks), str(first or "never")]
         row += [_fmt(ent[-1] if ent else None), _fmt(target[-1] if target else None)]
         lines.append("| " + " | ".join(row) + " |")
+    lines += [
+        "",
+        "Beside it, the target-domain entropy (`entropy_target`, nats; mean of the logged values of the 5 steps up to "
+        "each step) of AER / GRPO, and AER's target 0.4 x H0:",
+        "",
+        "| seed | " + " | ".join(f"H@{m} AER / GRPO" for m in marks) + " | 0.4 x H0 |",
+        "|---|" + "---|" * (len(marks) + 1),
+    ]
+    data["entropy"] = {}
+    for seed, record in sorted(aer.items()):
+        if seed not in grpo:
+            continue
+        pair = [(_trailing(record, m), _trailing(grpo[seed], m)) for m in marks]
+        data["entropy"][seed] = {m: {"aer": a, "grpo": g} for m, (a, g) in zip(marks, pair)}
+        cells = [f"{_fmt(a)} / {_fmt(g)}" for a, g in pair]
+        lines.append(f"| {seed} | " + " | ".join(cells) + f" | {_fmt(AER_TAU * h0(record))} |")
     predicted = _predicted_crossings(steps)
     lines += [
         "",
         "GRPO's observed crossing of 0.4 x H0 (first step whose 5-step trailing mean of the target entropy is <= "
-        "0.4 x H0) against the pre-registered estimate (`benchmarks/crossing_estimate.py`), and the steps AER's "
-        "alpha then had:",
+        "0.4 x H0) against the pre-registered estimate (`benchmarks/crossing_estimate.py`), and the steps left after "
+        "it (the steps in which AER's alpha could rise):",
         "",
-        "| seed | GRPO observed crossing | " + " | ".join(f"estimate ({name})" for name in predicted) + " |",
-        "|---|---|" + "---|" * len(predicted),
+        "| seed | GRPO observed crossing | steps after it | "
+        + " | ".join(f"estimate ({name})" for name in predicted)
+        + " |",
+        "|---|---|---|" + "---|" * len(predicted),
     ]
     for seed, record in sorted(grpo.items()):
         observed = crossing_step(record)
         data["grpo_crossing_step"][seed] = observed
         estimates = [str(by_seed.get(seed, "-")) for by_seed in predicted.values()]
-        lines.append(f"| {seed} | {observed or 'not crossed'} | " + " | ".join(estimates) + " |")
+        left = steps - observed if observed else 0
+        lines.append(f"| {seed} | {observed or 'not crossed'} | {left} | " + " | ".join(estimates) + " |")
     data["predicted_crossing_step"] = predicted
     return lines, data
 
