@@ -2,8 +2,9 @@
 
 `entropy_method`:
 - `none`: exactly `EntropyGRPOTrainer` (TRL's GRPO); no lever runs (tests/test_baselines.py checks parity).
-- `clip_cov` (Cui et al. 2025, Clip-Cov): among valid tokens with `clip_cov_lb` < cov_t < `clip_cov_ub` whose ratio is
-  not already clipped, k = max(1, int(clip_cov_ratio * N)) drawn uniformly get their loss zeroed (their advantage set to
+- `clip_cov` (Cui et al. 2025, Clip-Cov): among valid tokens with `clip_cov_lb` < cov_t < `clip_cov_ub` that TRL's
+  surrogate does not already clip (the boundary's `clip_status`, TRL's rule at its `importance_sampling_level`, token
+  or sequence), k = max(1, int(clip_cov_ratio * N)) drawn uniformly get their loss zeroed (their advantage set to
   0 by lever 1: a zero advantage is a zero surrogate; they still count in the loss normaliser, as in the reference code).
   The reference scripts set both clip ratios to 1: `epsilon: 1.0`, `epsilon_high: 1.0` (configs/baseline_clip_cov*.yaml).
 - `kl_cov` (Cui et al. 2025, KL-Cov): the top k valid tokens by cov get the extra loss beta * |logp - logp_old|
@@ -283,17 +284,17 @@ class GRPOBaselineTrainer(RandomStreamMixin, EntropyGRPOTrainer):
             return None
         cov = self._global_cov(batch, adv)  # Cui et al. 2025: cov_t = (A_t - mean A)(logp_t - mean logp)
         if method == "clip_cov":
-            # Tokens TRL's surrogate already clips (the ratio is outside [1 - eps_low, 1 + eps_high] in the direction
-            # of the advantage) are not candidates, as in the reference code.
-            ratio = torch.exp(batch.per_token_logps.detach() - batch.old_per_token_logps)
-            clipped = ((adv > 0) & (ratio > 1 + self.epsilon_high)) | ((adv < 0) & (ratio < 1 - self.epsilon_low))
+            # Tokens TRL's surrogate already clips are not candidates, as in the reference code: TRL's own rule
+            # (`clip_status`: the importance ratio, per token or per sequence as `importance_sampling_level` sets,
+            # outside [1 - eps_low, 1 + eps_high] in the direction of the advantage before lever 1).
+            upper, lower = self.clip_status(batch)
             selected = clip_cov_select(
                 cov,
                 batch.mask,
                 self.args.clip_cov_ratio,
                 self.args.clip_cov_lb,
                 self.args.clip_cov_ub,
-                exclude=clipped,
+                exclude=upper | lower,
                 generator=self._next_generator(),
             )
             self.log_metric("cov/selected_tokens", selected.sum())

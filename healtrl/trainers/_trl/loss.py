@@ -34,13 +34,22 @@ def clip_status(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(upper_clipped, lower_clipped) boolean (B, T) masks, as TRL 1.16's `GRPOTrainer._compute_loss` defines them.
 
-    coef = exp(logp - old_logp) per token, or of the masked sequence mean of the log-ratio when
-    `importance_sampling_level="sequence"`; upper-clipped: coef > 1 + epsilon_high and A > 0; lower-clipped:
-    coef < 1 - epsilon_low and A < 0.
+    The one place healtrl decides which tokens TRL's surrogate clips: the entropy-flow diagnostics and Clip-Cov's
+    candidate exclusion (`baselines.py`) both call it. log_ratio = logp - old_logp (detached); coef =
+    exp(log_ratio) per token when `importance_sampling_level="token"`, or, when `"sequence"`, exp of each sequence's
+    masked mean sum_t(log_ratio_t * mask_t) / max(sum_t mask_t, 1), shared by all its tokens. Upper-clipped:
+    coef > 1 + epsilon_high and A > 0; lower-clipped: coef < 1 - epsilon_low and A < 0. `advantages` is (B,) or
+    (B, T). Computed in the dtype of the inputs with TRL's expressions (no upcast), so a half-precision run gets TRL's
+    decision bit for bit. Another `importance_sampling_level` raises ValueError, as TRL does.
     """
-    log_ratio = (per_token_logps.detach() - old_per_token_logps.detach()).float()
+    log_ratio = per_token_logps.detach() - old_per_token_logps.detach()
     if importance_sampling_level == "sequence":
         log_ratio = ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
+    elif importance_sampling_level != "token":
+        raise ValueError(
+            f"importance_sampling_level {importance_sampling_level!r} is not one of TRL 1.16's ('token', 'sequence'); "
+            "healtrl's clip_status (healtrl/trainers/_trl/loss.py) follows TRL's `_compute_loss` and needs updating."
+        )
     coef = torch.exp(log_ratio)
     adv = advantages.detach()
     if adv.dim() == 1:
