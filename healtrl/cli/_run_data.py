@@ -82,7 +82,9 @@ def _trainer_adds_data(resolved: ResolvedConfig) -> list[str]:
 
 def _steps_per_generation_batch(args) -> float:
     """Optimizer steps one generation batch serves in TRL: steps_per_generation x num_iterations / accumulation."""
-    return args.steps_per_generation * args.num_iterations / args.gradient_accumulation_steps
+    from healtrl.trainers._trl import generate_every
+
+    return generate_every(args.steps_per_generation, args.num_iterations) / args.gradient_accumulation_steps
 
 
 def resolve_train_repeats(resolved: ResolvedConfig, num_rows: int, prompts_per_batch: int, steps_per_batch: float):

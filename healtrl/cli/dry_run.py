@@ -51,6 +51,8 @@ TRL_METHOD_FIELDS = (
 
 def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, rows=None) -> int | None:
     """The batch line and the length line; returns steps_per_generation (None when the geometry is invalid)."""
+    from healtrl.trainers._trl import generate_every
+
     args = resolved.trainer_args
     n, per_device, accumulation = num_processes, args.per_device_train_batch_size, args.gradient_accumulation_steps
     g = args.num_generations
@@ -74,7 +76,7 @@ def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, row
         )
         return None
     per_step = per_device * n * accumulation
-    updates = steps_per_generation * args.num_iterations / accumulation
+    updates = generate_every(steps_per_generation, args.num_iterations) / accumulation
     report.add(
         "batch",
         f"{n} process{'es' if n > 1 else ''} x {per_device} completions x {accumulation} accumulation = {per_step} "
@@ -103,9 +105,11 @@ def on_policy_equivalences(resolved: ResolvedConfig, steps_per_generation: int) 
     the run is GRPO), and a trainer's settings listed by `healtrl.trainers.on_policy_inert` do nothing (e.g. a
     penalty on |logp - logp_old|).
     """
+    from healtrl.trainers._trl import generate_every
+
     args = resolved.trainer_args
     accumulation, iterations = args.gradient_accumulation_steps, args.num_iterations
-    per_batch = steps_per_generation * iterations
+    per_batch = generate_every(steps_per_generation, iterations)
     if accumulation % per_batch:
         return []
     why = (

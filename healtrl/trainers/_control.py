@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from ..functional.aer import sequence_entropies
+from ._trl import generate_every
 from .base import ROLLOUT_BUFFER_FILE  # noqa: F401  (re-exported: the file name of the per-process rollout buffers)
 
 CONTROLLER_UPDATES = ("rollout_batch", "optimizer_step")
@@ -47,13 +48,13 @@ def check_controller_update(args, field_name: str = "controller_update", active:
     value = getattr(args, field_name)
     if not active or value != "rollout_batch":
         return
-    generate_every = args.steps_per_generation * args.num_iterations
+    micro_steps = generate_every(args.steps_per_generation, args.num_iterations)
     accum = args.gradient_accumulation_steps
-    if generate_every % accum != 0:
+    if micro_steps % accum != 0:
         raise ValueError(
             f"{field_name}: rollout_batch needs every rollout batch to span whole optimizer steps, i.e. "
             f"steps_per_generation * num_iterations ({args.steps_per_generation} * {args.num_iterations} = "
-            f"{generate_every}) must be a multiple of gradient_accumulation_steps ({accum}). Set steps_per_generation "
+            f"{micro_steps}) must be a multiple of gradient_accumulation_steps ({accum}). Set steps_per_generation "
             f"to a multiple of gradient_accumulation_steps, or {field_name}: optimizer_step."
         )
 

@@ -15,7 +15,8 @@ The package is split the way TRL's own methods are:
   (the levers `shape_advantages`, `extra_loss`, `augment_rewards`; `train_sampler`, `rollout_columns`,
   `finish_generation_batch`, `rollout_stats_needed` (the one request for per-token rollout statistics),
   `method_state` / `load_method_state`, `defer_trl_entropy`, ...), and `TRLCall`, the TRL call the boundary states it
-  is inside (`_compute_loss` or `_generate_and_score_completions`), which decides what a forward is;
+  is inside (`_compute_loss` or `_generate_and_score_completions`), which decides what a forward is, and
+  `generate_every`, the micro-batches one rollout batch lasts (the only place healtrl computes it);
 - `loss.py`: `_compute_loss` with levers 1 and 2 in its policy forward; `clip_status`, `aggregate_like_policy_loss`;
 - `generation.py`: `_generate_and_score_completions`, `_generate` and TRL's old-log-prob pass (the rollout statistics,
   from the cheapest source), `_calculate_rewards` (lever 3), `_get_train_sampler`;
@@ -34,7 +35,7 @@ from .batches import ROLLOUT_STAT_KEYS, ROLLOUT_STAT_SOURCES, LossBatch, Rollout
 from .boundary import TRLBoundary
 from .checkpoint import ROLLOUT_BUFFER_FILE, STATE_FILE
 from .generation import fsdp_helper
-from .hooks import BoundaryHooks, TRLCall
+from .hooks import BoundaryHooks, TRLCall, generate_every
 from .lm_head import HealtrlLogProbFunction, PolicyForward, healtrl_lm_head, scatter_power_sums
 from .loss import LOSS_TYPES, aggregate_like_policy_loss, clip_status
 
@@ -55,6 +56,7 @@ __all__ = [
     "aggregate_like_policy_loss",
     "clip_status",
     "fsdp_helper",
+    "generate_every",
     "healtrl_lm_head",
     "scatter_power_sums",
 ]

@@ -121,8 +121,7 @@ class GenerationCalls(LMHeadForwards):
     def _trl_computes_old_logps(self) -> bool:
         # Mirrors the condition in TRL 1.16's `_generate_and_score_completions` under which it runs a no-grad policy
         # forward over the rollouts (old log-probs); `tests/test_levers.py` checks the entropies match either way.
-        generate_every = self.args.steps_per_generation * self.num_iterations
-        return self.args.gradient_accumulation_steps % generate_every != 0 or (
+        return self.args.gradient_accumulation_steps % self._generate_every != 0 or (
             self.use_vllm and self.vllm_importance_sampling_correction
         )
 

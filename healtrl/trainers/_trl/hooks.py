@@ -23,6 +23,18 @@ import torch
 from .batches import LossBatch, RolloutBatch, RolloutStats
 
 
+def generate_every(steps_per_generation: int, num_iterations: int) -> int:
+    """Micro-batches (`training_step` calls) one rollout batch lasts: `steps_per_generation * num_iterations`.
+
+    The one place healtrl computes it. TRL 1.16's `GRPOTrainer._prepare_inputs` regenerates when
+    `self._step % generate_every == 0` with `generate_every = args.steps_per_generation * self.num_iterations`, and
+    `_generate_and_score_completions` runs the old-log-prob pass when `gradient_accumulation_steps % generate_every`
+    is not 0. A rollout batch therefore serves `generate_every / gradient_accumulation_steps` optimizer steps; that
+    division is left to the caller (it need not be whole).
+    """
+    return steps_per_generation * num_iterations
+
+
 class TRLCall(enum.Enum):
     """A TRL 1.16 method the boundary wraps, as `CallState.call` while it runs."""
 
@@ -140,8 +152,8 @@ class BoundaryHooks:
 
     @property
     def _generate_every(self) -> int:
-        """Micro-batches per rollout batch (TRL generates once every this many `training_step`s)."""
-        return self.args.steps_per_generation * self.num_iterations
+        """Micro-batches per rollout batch (TRL generates once every this many `training_step`s): `generate_every`."""
+        return generate_every(self.args.steps_per_generation, self.num_iterations)
 
     # -- lever 1 and 2: the loss forward ----------------------------------------------------------------------------
     def shape_advantages(self, advantages: torch.Tensor, batch: LossBatch) -> torch.Tensor | None:
