@@ -308,20 +308,16 @@ def _diff(stat: Callable[[dict], float]) -> Callable[[dict, dict], float]:
 
 
 # The arms of the claims (labels as the table shows them).
-def _arm(method: str, regime: str, steps: int, label: str) -> Arm:
-    return Arm(method, regime, steps, label)
-
-
-GRPO_FEW = _arm("grpo", "few_shot", 85, "GRPO")
-GRPO_FULL = _arm("grpo", "full", 85, "GRPO")
-GRPO_175 = _arm("grpo", "full", 175, "GRPO")
-AER_175 = _arm("aer", "full", 175, "AER")
-GRPO_N4 = _arm("grpo_n4", "full", 140, "GRPO (N4)")
-AER_N4 = _arm("aer_n4", "full", 140, "AER (N4)")
-POSADV_N4 = _arm("posadv_n4", "full", 140, "PosAdv (N4)")
-NEG_N4 = _arm("neg_only_n4", "full", 140, "A<0-only (N4)")
-POS_N4 = _arm("pos_only_n4", "full", 140, "A>0-only (N4)")
-ENTADV_N4 = _arm("entropy_adv_n4", "full", 140, "Entropy-Adv (N4)")
+GRPO_FEW = Arm("grpo", "few_shot", 85, "GRPO")
+GRPO_FULL = Arm("grpo", "full", 85, "GRPO")
+GRPO_175 = Arm("grpo", "full", 175, "GRPO")
+AER_175 = Arm("aer", "full", 175, "AER")
+GRPO_N4 = Arm("grpo_n4", "full", 140, "GRPO (N4)")
+AER_N4 = Arm("aer_n4", "full", 140, "AER (N4)")
+POSADV_N4 = Arm("posadv_n4", "full", 140, "PosAdv (N4)")
+NEG_N4 = Arm("neg_only_n4", "full", 140, "A<0-only (N4)")
+POS_N4 = Arm("pos_only_n4", "full", 140, "A>0-only (N4)")
+ENTADV_N4 = Arm("entropy_adv_n4", "full", 140, "Entropy-Adv (N4)")
 
 Q_AER_COLLAPSE = (
     "As shown in Figure 3c, the policy entropy of vanilla GRPO drops sharply within the first 100 steps, indicating "
@@ -486,20 +482,24 @@ def _posadv_near(posadv: Arm, grpo: Arm, labelled=(), deviations=()) -> Claim:
     )
 
 
-def _vs_grpo(claim_id, text, quote, arm: Arm, grpo: Arm, side="above", labelled=(), deviations=(), figure=None):
+def _final_entropy_vs(
+    claim_id, text, quote, arm: Arm, control: Arm, side="above", labelled=(), deviations=(), figure=None, paper="posadv"
+):
+    """A claim whose statistic is the paired difference of the final target entropy, `arm` minus `control`: PosAdv's
+    Figure 5 baselines against GRPO (the default paper and figure), HEAL's Figure 1 / 6 entropy claims."""
     return Claim(
         claim_id,
-        "PosAdv (arXiv:2511.05993)",
+        {"posadv": "PosAdv (arXiv:2511.05993)", "heal": "HEAL"}[paper],
         figure or "PosAdv Fig. 5",
         text,
         (quote,),
-        ("posadv",),
+        (paper,),
         "paired difference",
-        f"final entropy (columns); {arm.label} - {grpo.label}, {arm.regime}, {arm.steps} steps",
+        f"final target entropy (columns); {arm.label} - {control.label}, {arm.regime}, {arm.steps} steps",
         arm,
         final,
-        control=grpo,
-        comparisons=(Comparison(grpo, f"final entropy - {grpo.label}'s", _diff(final), side),),
+        control=control,
+        comparisons=(Comparison(control, f"final entropy - {control.label}'s", _diff(final), side),),
         deviations=deviations,
         labelled=labelled,
     )
@@ -549,23 +549,6 @@ def _flow(claim_id, text, quote, key, side, arm: Arm, window: float = 1.0, figur
     )
 
 
-def _heal(claim_id, text, quote, figure, arm: Arm, other: Arm) -> Claim:
-    return Claim(
-        claim_id,
-        "HEAL",
-        figure,
-        text,
-        (quote,),
-        ("heal",),
-        "paired difference",
-        f"final target entropy (columns); {arm.label} - {other.label}, few-shot, 85 steps",
-        arm,
-        final,
-        control=other,
-        comparisons=(Comparison(other, f"final entropy - {other.label}'s", _diff(final), "above"),),
-    )
-
-
 # ---------------------------------------------------------------------------------------------------------------------
 # What some claims report beside their verdict (not part of it): lines for claims.md, data for claims.json
 # ---------------------------------------------------------------------------------------------------------------------
@@ -585,10 +568,10 @@ def _trailing(record: dict, step: int, window: int = 5) -> float | None:
 
 def crossing_step(record: dict, tau: float = AER_TAU, window: int = 5) -> int | None:
     """The first step whose trailing mean of the logged target entropy (the last `window` steps) is <= tau x H0."""
-    series, target = record["series"]["entropy_target"], tau * h0(record)
-    for step in range(1, len(series) + 1):
-        values = _values(series[max(0, step - window) : step])
-        if values and statistics.fmean(values) <= target:
+    target = tau * h0(record)
+    for step in range(1, len(record["series"]["entropy_target"]) + 1):
+        mean = _trailing(record, step, window)
+        if mean is not None and mean <= target:
             return step
     return None
 
@@ -692,7 +675,7 @@ def _lambda_details(claim: Claim, runs: Runs) -> tuple[list[str], dict]:
 
 
 LABEL_N1_85 = "1 update per rollout batch, 85 steps (the study's runs; PosAdv App. E.2: 4)"
-AER_85 = _arm("aer", "full", 85, "AER")
+AER_85 = Arm("aer", "full", 85, "AER")
 Q_FEW_COLLAPSE = (
     "As shown in Figure 1, compared to sufficient training data (Full-shot), Few-shot RLVR exhibits a significantly "
     "lower entropy magnitude."
@@ -713,15 +696,15 @@ FEW = "few_shot"
 
 
 def _few(method: str, label: str) -> Arm:
-    return _arm(method, FEW, 85, label)
+    return Arm(method, FEW, 85, label)
 
 
 def _full85(method: str, label: str) -> Arm:
-    return _arm(method, "full", 85, label)
+    return Arm(method, "full", 85, label)
 
 
 def _n4(method: str, label: str) -> Arm:
-    return _arm(method, "full", 140, label)
+    return Arm(method, "full", 140, label)
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -798,14 +781,16 @@ CLAIMS: tuple[Claim, ...] = (
         labelled=(("full, " + LABEL_N1_85, _posadv_near(_full85("posadv", "PosAdv"), GRPO_FULL)),),
     ),
     *(
-        _vs_grpo(
+        _final_entropy_vs(
             claim_id,
             text,
             quote,
             _n4(f"{method}_n4", f"{label} (N4)"),
             GRPO_N4,
             side=side,
-            labelled=((LABEL_N1_85, _vs_grpo(claim_id, text, quote, _full85(method, label), GRPO_FULL, side=side)),),
+            labelled=(
+                (LABEL_N1_85, _final_entropy_vs(claim_id, text, quote, _full85(method, label), GRPO_FULL, side=side)),
+            ),
         )
         for claim_id, text, quote, method, label, side in (
             (
@@ -826,7 +811,7 @@ CLAIMS: tuple[Claim, ...] = (
             ),
         )
     ),
-    _vs_grpo(
+    _final_entropy_vs(
         "kl-cov-mitigates",
         "KL-Cov mitigates the collapse (more final entropy than GRPO)",
         Q_FIG5_BASELINES,
@@ -835,18 +820,20 @@ CLAIMS: tuple[Claim, ...] = (
         labelled=(
             (
                 "k 0.02 and 2 updates per rollout batch, 85 steps (the study's runs)",
-                _vs_grpo("kl-cov-mitigates", "", Q_FIG5_BASELINES, _full85("kl_cov", "KL-Cov (k 0.02)"), GRPO_FULL),
+                _final_entropy_vs(
+                    "kl-cov-mitigates", "", Q_FIG5_BASELINES, _full85("kl_cov", "KL-Cov (k 0.02)"), GRPO_FULL
+                ),
             ),
             (
                 "E1: k 0.02, 4 updates per rollout batch, 140 steps",
-                _vs_grpo(
+                _final_entropy_vs(
                     "kl-cov-mitigates", "", Q_FIG5_BASELINES, _n4("kl_cov_n4_k02", "KL-Cov (k 0.02, N4)"), GRPO_N4
                 ),
             ),
         ),
         deviations=("no ratio clipping, as the reference KL-Cov loss (epsilon 1e4)",),
     ),
-    _vs_grpo(
+    _final_entropy_vs(
         "entropy-adv-intensifies",
         "Entropy-Adv intensifies the collapse (less final entropy than GRPO)",
         Q_FIG5_BASELINES,
@@ -856,7 +843,7 @@ CLAIMS: tuple[Claim, ...] = (
         labelled=(
             (
                 LABEL_N1_85,
-                _vs_grpo(
+                _final_entropy_vs(
                     "entropy-adv-intensifies",
                     "",
                     Q_FIG5_BASELINES,
@@ -906,23 +893,25 @@ CLAIMS: tuple[Claim, ...] = (
         "below",
         _full85("clip_higher", "Clip-Higher (N4)"),
     ),
-    _heal(
+    _final_entropy_vs(
         "hybrid-keeps-more",
         "Few-shot: Hybrid keeps more target-domain entropy than GRPO",
         "As illustrated in Figure 1, this simple mixture notably alleviates entropy collapse in the target domain and "
         "leads to notable performance improvements compared to training only on few-shot target-domain data.",
-        "HEAL Fig. 1",
         _few("hybrid", "Hybrid"),
         GRPO_FEW,
+        figure="HEAL Fig. 1",
+        paper="heal",
     ),
-    _heal(
+    _final_entropy_vs(
         "heal-keeps-most",
         "Few-shot: HEAL keeps more target-domain entropy than Hybrid",
         "While standard hybrid training (Hybrid) mitigates this collapse to some extent, the results in Figure 6 "
         "demonstrate the superior \u201chealing\u201d capability of our HEAL framework.",
-        "HEAL Fig. 1 / Fig. 6",
         _few("heal", "HEAL"),
         _few("hybrid", "Hybrid"),
+        figure="HEAL Fig. 1 / Fig. 6",
+        paper="heal",
     ),
     Claim(
         "heal-approaches-full-shot",
