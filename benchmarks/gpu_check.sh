@@ -1,49 +1,57 @@
 #!/usr/bin/env bash
-# The checks only a CUDA GPU can run, in one go, each with its own time limit so that one hang cannot eat the rest:
+# The checks only a CUDA GPU can run, in one go (about 5 minutes on an H100), each with its own time limit so that
+# one hang cannot eat the rest:
 #
 #   1. versions and device;
-#   2. `pytest -m gpu`: the compiled Triton kernels against the float64 reference and the torch path on the device
-#      (tests/test_kernels.py), EDA on CUDA (tests/test_eda.py);
-#   3. the kernel benchmark in bf16 at the anchors' shape (N=16384, H=4096, V=151936; shared notes' kernel anchors)
-#      and at SmolLM2-135M's head (H=576, V=49152), against naive / TRL / Liger and the cuBLAS GEMM floor;
-#   4. `train.py` with OPEFO's exact estimator (the kernel's power sums) on the GPU: 20 steps of the toy run;
-#   5. the kernel's block-size sweep (`benchmarks/kernel_configs.py`).
+#   2. `pytest -m gpu`: the compiled Triton kernels of both CUDA heads (fused: tests/test_kernels.py; chunked cuBLAS
+#      + Triton: tests/test_kernel_chunked.py) against the float64 reference, EDA on CUDA (tests/test_eda.py), and
+#      TRL's Liger path with healtrl's trainers (tests/test_liger_path.py, where liger-kernel is installed);
+#   3. the dispatch sweep (`benchmarks/lm_head_sweep.py`) at the anchors' shape (N=16384, H=4096, V=151936) and at
+#      SmolLM2-135M's head (H=576, V=49152): fused vs chunked (slab widths, block sizes), TRL and the GEMM floor;
+#   4. the kernel benchmark (`benchmarks/kernel.py`) at both shapes in bf16: naive, the cuBLAS GEMM floor, TRL's
+#      chunked function, the fused kernel, the chunked path at its default slab and at the sweep's fastest slab;
+#   5. the fused kernel's block-size sweep at SmolLM2-135M's head (`benchmarks/kernel_configs.py`).
 #
 # Usage, from the repository root on a machine with a CUDA GPU and healtrl's dependencies:
 #
 #     bash benchmarks/gpu_check.sh OUTDIR
 #
-# Writes env.txt, gpu_tests.txt, kernel_h4096.md, kernel_h576.md, train_opefo_exact.txt, kernel_configs.md into
-# OUTDIR. The toy model
-# of step 4 is built on first use (or read from $HEALTRL_CACHE).
+# Writes log.txt (everything printed, the sweeps' tables included), gpu_tests.txt, sweep_h4096.json,
+# sweep_h576.json, kernel_h4096.md, kernel_h576.md and kernel_configs_h576.md into OUTDIR.
 set -u
 out=${1:?usage: bash benchmarks/gpu_check.sh OUTDIR}
 py=${PYTHON:-python3}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+exec > >(tee -a "$out/log.txt") 2>&1
 
-{
-    date -u
-    nvidia-smi -L
-    $py -c "import torch, triton, transformers, trl; print('torch', torch.__version__, '| triton', triton.__version__, '| transformers', transformers.__version__, '| trl', trl.__version__, '|', torch.cuda.get_device_name(), 'cc', torch.cuda.get_device_capability())"
-    $py -c "import torch; from healtrl.kernels.api import resolve_backend; print('backend auto on cuda:', resolve_backend('auto', torch.device('cuda')))"
-} 2>&1 | tee "$out/env.txt"
+date -u
+nvidia-smi -L
+$py -c "import torch, triton, transformers, trl; print('torch', torch.__version__, '| triton', triton.__version__, '| transformers', transformers.__version__, '| trl', trl.__version__, '|', torch.cuda.get_device_name(), 'cc', torch.cuda.get_device_capability())"
+$py -c "import torch; from healtrl.kernels.api import resolve_backend; print('auto on cuda, bf16, H=4096:', resolve_backend('auto', torch.device('cuda'), dtype=torch.bfloat16, hidden_size=4096))"
 
-echo "== pytest -m gpu" | tee "$out/gpu_tests.txt"
-timeout 170 $py -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests/test_kernels.py tests/test_eda.py \
-    2>&1 | tee -a "$out/gpu_tests.txt"
+echo "== pytest -m gpu"
+tests=$(ls tests/test_kernel_chunked.py tests/test_kernels.py tests/test_eda.py tests/test_liger_path.py 2>/dev/null)
+timeout 140 $py -m pytest -m gpu -q -p no:cacheprovider -o addopts="" --continue-on-collection-errors $tests > "$out/gpu_tests.txt" 2>&1
+tail -n 15 "$out/gpu_tests.txt"
 
-echo "== kernel benchmark, anchors' shape"
-timeout 150 $py benchmarks/kernel.py --device cuda --dtype bf16 --n 16384 --h 4096 --v 151936 --repeats 5 \
-    --impls naive,gemms,trl-32768,trl-4096,liger,ours,ours+ps --output "$out/kernel_h4096.md" 2>&1 | tail -n 25
+echo "== dispatch sweep, anchors' shape"
+timeout 80 $py benchmarks/lm_head_sweep.py --h 4096 --v 151936 --json "$out/sweep_h4096.json"
+echo "== dispatch sweep, SmolLM2-135M's head"
+timeout 50 $py benchmarks/lm_head_sweep.py --h 576 --v 49152 --json "$out/sweep_h576.json"
 
-echo "== kernel benchmark, SmolLM2-135M's head"
-timeout 70 $py benchmarks/kernel.py --device cuda --dtype bf16 --n 16384 --h 576 --v 49152 --repeats 5 \
-    --impls naive,gemms,trl-32768,trl-4096,liger,ours,ours+ps --output "$out/kernel_h576.md" 2>&1 | tail -n 25
+# The chunked path at the sweep's fastest slab width (when that is not the default) beside its default
+fastest_slab() {
+    $py -c "import json,sys; d=json.load(open(sys.argv[1]))['median_s']; c=[k for k in d if k.startswith('chunked@')]; print(','+min(c, key=d.get) if c else '')" "$1" 2>/dev/null
+}
+for shape in "4096 151936 130" "576 49152 60"; do
+    set -- $shape
+    echo "== kernel benchmark, H=$1 V=$2"
+    extra=$(fastest_slab "$out/sweep_h$1.json")
+    timeout "$3" $py benchmarks/kernel.py --device cuda --dtype bf16 --n 16384 --h "$1" --v "$2" --repeats 5 \
+        --impls "naive,gemms,trl-32768,fused,chunked${extra}" --output "$out/kernel_h$1.md" | tail -n 14
+done
 
-echo "== train.py, OPEFO exact estimator, on the GPU"
-timeout 110 $py train.py --config configs/opefo_toy.yaml --entropy_change_estimator exact --use_cpu false \
-    --max_steps 20 --output_dir /tmp/gpu_check_opefo 2>&1 | tee "$out/train_opefo_exact.txt" | tail -n 15
-
-echo "== block-size sweep"
-timeout 120 $py benchmarks/kernel_configs.py --output "$out/kernel_configs.md" 2>&1 | tail -n 45
+echo "== fused kernel block-size sweep, SmolLM2-135M's head"
+timeout 70 $py benchmarks/kernel_configs.py --shapes smollm2 --output "$out/kernel_configs_h576.md" | tail -n 20
+date -u

@@ -13,7 +13,9 @@ through both into hidden and weight):
   for ``D``) through the library's matmul (cuBLAS on CUDA), no softmax work; its "logp" / "entropy" are two logit
   columns, so it has no accuracy figures.
 - ``ours`` / ``ours+ps``: :func:`healtrl.kernels.fused_logprob_entropy` (``+ps``: with ``power_sums=True``);
-  ``ours@R``: with ``R`` rows per tile (``chunk_size``), to compare tile sizes in one run.
+  ``ours@R``: with ``chunk_size=R``, to compare tile sizes in one run. ``fused`` and ``chunked`` (``chunked@S``:
+  ``S`` vocabulary columns per slab): ours with ``backend="triton"`` (the fused kernel) or ``"chunked"`` (cuBLAS
+  GEMMs + Triton statistics), side by side with ``ours`` (``--backend``, default ``auto``: the dispatch table).
 
 Timing: every implementation runs once per round, rounds are repeated (``--repeats``) and the order of the
 implementations rotates each round, so that load from other processes on a shared machine hits them alike; the
@@ -278,10 +280,12 @@ def main(argv=None) -> int:
                 impls[name] = make_trl(int(name.split("-")[1]))
             elif name == "liger":
                 impls[name] = make_liger()
-            elif name.split("@")[0] in ("ours", "ours+ps"):
-                # `ours@256`: ours with 256 rows per tile (a chunk size to compare side by side)
+            elif name.split("@")[0] in ("ours", "ours+ps", "fused", "chunked"):
+                # `ours@256`: ours with chunk_size 256 (a chunk size to compare side by side); `fused` / `chunked`:
+                # ours with backend "triton" / "chunked" whatever --backend says (`chunked@4096`: 4096-column slabs)
                 base, _, rows = name.partition("@")
-                impls[name] = make_ours(args.backend, base == "ours+ps", int(rows) if rows else args.chunk_size)
+                backend = {"fused": "triton", "chunked": "chunked"}.get(base, args.backend)
+                impls[name] = make_ours(backend, base == "ours+ps", int(rows) if rows else args.chunk_size)
             else:
                 raise ValueError(f"unknown implementation {name}")
             # Smoke run: drop an implementation that cannot run here, with a note

@@ -167,3 +167,47 @@ def test_occupancy_arithmetic():
     # 100 KiB of shared memory per block on A100 (164 KiB): one block, limited by shared memory
     res = cc.Resources(var, 80, 64, 0, 0, 0, 100 * 1024, 4, True, False, False)
     assert cc.occupancy(res)["blocks"] == 1 and cc.occupancy(res)["limiter"] == "shared memory"
+
+
+# The chunked path's two kernels (healtrl.kernels.triton_chunked): memory-bound, no dot, so no pipelining or wgmma
+# to check; they must compile without spills and leave room for enough resident warps to stream their buffer.
+_CHUNKED = {cap: cc.chunked_variants(cap) for cap in cc.ARCHS}
+_CHUNKED_FAST = [
+    v
+    for v in _CHUNKED[90]
+    if v.dtype == "bf16" and not dict(v.flags)["HAS_BIAS"] and not dict(v.flags).get("FIRST")
+    and (dict(v.flags).get("POWER") or (dict(v.flags).get("HAS_A") and dict(v.flags).get("HAS_C")))
+]  # fmt: skip
+
+
+def _check_chunked(var: cc.Variant, cap: int) -> None:
+    if not cc.ptxas_supports(cap):
+        pytest.skip(f"the bundled ptxas cannot target sm_{cap}")
+    res = cc.compile_variant(var, cap)
+    where = f"{var.name} on sm_{cap}"
+    assert res.registers <= 255 and not res.spills, (
+        f"{where} spills: {res.registers} registers, {res.spill_stores} B / {res.spill_loads} B spill stores/loads"
+    )
+    occ = cc.occupancy(res)
+    assert occ["warps"] >= 16, f"{where}: only {occ['warps']} resident warps per SM ({occ})"
+
+
+def test_chunked_variants_cover_launches():
+    # per arch: 2 dtypes x (stats: bias x power x first = 8, grad: bias x {A+C, A, C} = 6)
+    for cap, variants in _CHUNKED.items():
+        assert len(variants) == 28 and len(set(variants)) == 28, cap
+    assert {v.kernel for v in _CHUNKED_FAST} == {"_stats_kernel", "_grad_kernel"} and len(_CHUNKED_FAST) == 2
+
+
+@pytest.mark.parametrize("cap", [80, 90, 100])
+@pytest.mark.parametrize("var", _CHUNKED_FAST, ids=lambda v: v.name)
+def test_chunked_compiles_without_spills_fast(var, cap):
+    _check_chunked(var, cap)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("var", "cap"), [pytest.param(v, c, id=f"{v.name}-sm_{c}") for c in cc.ARCHS for v in _CHUNKED[c]]
+)
+def test_chunked_compiles_without_spills_all(var, cap):
+    _check_chunked(var, cap)

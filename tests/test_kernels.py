@@ -342,7 +342,7 @@ def test_dispatch(monkeypatch):
     with pytest.raises(ImportError, match="`triton` package"):
         resolve_backend("triton", cpu)
     monkeypatch.setattr(kapi, "triton_available", lambda: True)
-    monkeypatch.setattr(kapi, "_triton_self_check", lambda device: True)  # see test_auto_falls_back_...
+    monkeypatch.setattr(kapi, "_triton_self_check", lambda device, which="triton": True)  # see test_auto_falls_back_...
     assert resolve_backend("auto", torch.device("cuda")) == "triton"
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(ValueError, match="TRITON_INTERPRET"):
@@ -469,9 +469,9 @@ def test_auto_falls_back_when_the_self_check_fails(monkeypatch):
 
     cuda = torch.device("cuda")
     monkeypatch.setattr(api, "triton_available", lambda: True)
-    monkeypatch.setattr(api, "_triton_self_check", lambda device: False)
+    monkeypatch.setattr(api, "_triton_self_check", lambda device, which="triton": False)
     assert api.resolve_backend("auto", cuda) == "torch"
-    monkeypatch.setattr(api, "_triton_self_check", lambda device: True)
+    monkeypatch.setattr(api, "_triton_self_check", lambda device, which="triton": True)
     assert api.resolve_backend("auto", cuda) == "triton"
 
 

@@ -248,6 +248,7 @@ def _environment_adjust(report: _DryRun):
     import torch
 
     from healtrl._compat import EXTRAS, REPORT_TO_EXTRAS, is_available
+    from healtrl.trainers.base import liger_conflict
 
     has_gpu = torch.cuda.is_available()
 
@@ -268,6 +269,10 @@ def _environment_adjust(report: _DryRun):
         if values.get("tf32") and not has_gpu:
             replace(values, sources, "tf32", None, "no CUDA GPU here")
             report.machine.append("no CUDA GPU: tf32 was left unset for the check.")
+        # Before use_liger_kernel may be replaced below: the config is wrong wherever it runs, liger-kernel or not.
+        liger = liger_conflict(values.get("use_liger_kernel"), values.get("liger_kernel_config"))
+        if liger:
+            report.problems.append(liger)
         for key, extra in (("use_vllm", "vllm"), ("use_liger_kernel", "liger")):
             if values.get(key) and not is_available(extra):
                 replace(values, sources, key, False, f"{extra} is not installed here")

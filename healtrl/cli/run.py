@@ -110,12 +110,20 @@ def _card_dataset_name(name: str) -> str:
 def _check_extras_early(trainer_args) -> None:
     """Fail before the model and data load when the config asks for an extra that is not installed. The trainers
     check the same at construction, after TRL's own checks (a configuration TRL rejects gets TRL's error there); on
-    the command line the config is already known to be valid, so the missing package is named first, at no cost."""
+    the command line the config is already known to be valid, so the missing package is named first, at no cost.
+    A Liger setting no trainer can train with (`healtrl.trainers.base.liger_conflict`, which TRL refuses at
+    construction) raises `ConfigError` here, before the missing package: installing it would not help."""
     from healtrl._compat import check_report_to, is_available, missing_extra
+    from healtrl.trainers.base import liger_conflict
 
     check_report_to(trainer_args.report_to)
     if getattr(trainer_args, "use_vllm", False) and not is_available("vllm"):
         raise missing_extra("vllm", "use_vllm=True")
+    liger = liger_conflict(
+        getattr(trainer_args, "use_liger_kernel", False), getattr(trainer_args, "liger_kernel_config", None)
+    )
+    if liger:
+        raise ConfigError(liger)
     if getattr(trainer_args, "use_liger_kernel", False) and not is_available("liger"):
         raise missing_extra("liger", "use_liger_kernel=True")
 

@@ -5,6 +5,8 @@ holding ``[N, V]`` logits in memory.
 - :func:`fused_logprob_entropy`: the entry point (validation, backend dispatch).
 - ``torch_chunked``: chunked torch path (CPU and any device).
 - ``triton_fused``: fused Triton path (CUDA; CPU tensors under ``TRITON_INTERPRET=1``).
+- ``triton_chunked``: chunked CUDA path, cuBLAS GEMMs + Triton softmax statistics (same interpreter rule).
+- ``dispatch``: which CUDA path ``backend="auto"`` takes per device and hidden size (a measured table).
 - :func:`reference_logprob_entropy`: materialised float64 reference for tests.
 """
 

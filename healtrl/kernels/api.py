@@ -28,7 +28,8 @@ import torch
 
 from ._types import LogProbEntropy
 
-BACKENDS = ("auto", "torch", "triton")
+BACKENDS = ("auto", "torch", "triton", "chunked")
+TRITON_BACKENDS = ("triton", "chunked")  # the two CUDA paths, both with Triton kernels
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -92,45 +93,58 @@ def _validate(hidden, weight, targets, bias, temperature) -> None:
             )
 
 
-_SELF_CHECKED: dict[str, bool] = {}
+_SELF_CHECKED: dict[tuple[str, str], bool] = {}
 
 
-def _triton_self_check(device: torch.device) -> bool:
-    """Once per device: the compiled Triton path against the torch path on a small random problem.
+def _triton_self_check(device: torch.device, which: str = "triton") -> bool:
+    """Once per device and path: the compiled Triton path ``which`` against the torch path on a small random problem.
 
-    `backend="auto"` uses Triton only if this passes (values and gradients within 1e-4 in fp32, awkward sizes);
-    otherwise it warns once and uses the torch path, so a Triton build or GPU it was never checked on cannot give
-    wrong numbers silently. `backend="triton"` skips the check.
+    `backend="auto"` uses a Triton path only if this passes (values and gradients within 1e-4 in fp32 for the fused
+    kernel; for the chunked path, which takes bf16 on CUDA, values within 1e-4 and gradients within 2e-2 of the
+    torch path on the same bf16 inputs), with awkward sizes and several slabs; otherwise it warns once and falls back
+    (chunked -> fused -> torch), so a Triton build or GPU it was never checked on cannot give wrong numbers silently.
+    An explicit `backend="triton"` or `"chunked"` skips the check.
     """
-    key = str(device)
+    key = (str(device), which)
     if key not in _SELF_CHECKED:
         import warnings
 
         try:
             from .torch_chunked import torch_logprob_entropy
-            from .triton_fused import triton_logprob_entropy
 
+            if which == "chunked":
+                from .triton_chunked import chunked_logprob_entropy as fn
+
+                dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+                kwargs = {"chunk_size": 384}  # three slabs, the last one partial
+            else:
+                from .triton_fused import triton_logprob_entropy as fn
+
+                dtype, kwargs = torch.float32, {}
+            grad_tol = 2e-2 if dtype != torch.float32 else 1e-4
             gen = torch.Generator(device=device).manual_seed(0)
-            h = torch.randn(77, 96, device=device, generator=gen, requires_grad=True)
-            w = torch.randn(1003, 96, device=device, generator=gen, requires_grad=True)
+            h = torch.randn(77, 96, device=device, generator=gen).to(dtype).requires_grad_()
+            w = torch.randn(1003, 96, device=device, generator=gen).to(dtype).requires_grad_()
             y = torch.randint(0, 1003, (77,), device=device, generator=gen)
             g = torch.randn(2, 77, device=device, generator=gen)
             results = []
-            for fn in (torch_logprob_entropy, triton_logprob_entropy):
-                out = fn(h, w, y, bias=None, temperature=0.7, power_sums=True)
+            for f, kw in ((torch_logprob_entropy, {}), (fn, kwargs)):
+                out = f(h, w, y, bias=None, temperature=0.7, power_sums=True, **kw)
                 grads = torch.autograd.grad((out.logp * g[0] + out.entropy * g[1]).sum(), (h, w))
                 results.append([out.logp, out.entropy, out.sum_p2, out.sum_p2_logp, *grads])
             ok = all(
-                torch.allclose(b.float(), a.float(), rtol=1e-4, atol=1e-4 * max(a.abs().max().item(), 1.0))
-                for a, b in zip(*results)
+                torch.allclose(b.float(), a.float(), rtol=tol, atol=tol * max(a.float().abs().max().item(), 1.0))
+                for i, (a, b) in enumerate(zip(*results))
+                for tol in [1e-4 if i < 4 else grad_tol]
             )
             reason = "results differ from the torch path"
         except Exception as exc:  # a failed compile or launch: fall back, say why
             ok, reason = False, f"{type(exc).__name__}: {exc}"
         if not ok:
+            fallback = "the fused Triton kernel" if which == "chunked" else "the chunked torch path"
             warnings.warn(
-                f"healtrl's Triton LM-head kernel failed its self-check on {device} ({reason}); using the chunked "
-                "torch path instead. Please report this with your GPU, torch and triton versions.",
+                f"healtrl's {which} LM-head kernel failed its self-check on {device} ({reason}); using {fallback} "
+                "instead. Please report this with your GPU, torch and triton versions.",
                 RuntimeWarning,
                 stacklevel=3,
             )
@@ -138,23 +152,41 @@ def _triton_self_check(device: torch.device) -> bool:
     return _SELF_CHECKED[key]
 
 
-def resolve_backend(backend: str, device: torch.device) -> str:
-    """``"torch"`` or ``"triton"`` for ``backend`` on ``device`` (see :func:`fused_logprob_entropy`)."""
+def _auto_choice(device: torch.device, dtype: torch.dtype | None, hidden_size: int | None):
+    """``(backend, chunk_size)`` that ``backend="auto"`` takes (CUDA: the dispatch table, then the self-checks)."""
+    if device.type != "cuda" or not triton_available() or not _triton_self_check(device, "triton"):
+        return "torch", None
+    if dtype is None or hidden_size is None:
+        return "triton", None
+    from .dispatch import choose
+
+    choice = choose(torch.cuda.get_device_name(device), dtype, hidden_size)
+    if choice.backend == "chunked" and not _triton_self_check(device, "chunked"):
+        return "triton", None
+    return choice.backend, choice.chunk_size
+
+
+def resolve_backend(
+    backend: str, device: torch.device, *, dtype: torch.dtype | None = None, hidden_size: int | None = None
+) -> str:
+    """The path ``backend`` takes on ``device`` (see :func:`fused_logprob_entropy`).
+
+    For ``"auto"`` on CUDA, ``dtype`` and ``hidden_size`` select the path from the measured dispatch table
+    (``healtrl.kernels.dispatch``); without them it answers for the fused kernel, the table's default.
+    """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "auto":
-        if device.type == "cuda" and triton_available() and _triton_self_check(device):
-            return "triton"
-        return "torch"
-    if backend == "triton":
+        return _auto_choice(device, dtype, hidden_size)[0]
+    if backend in TRITON_BACKENDS:
         if not triton_available():
             raise ImportError(
-                "backend='triton' needs the `triton` package, which is not installed (pip install triton; it ships "
-                "with CUDA builds of torch on Linux)"
+                f"backend={backend!r} needs the `triton` package, which is not installed (pip install triton; it "
+                "ships with CUDA builds of torch on Linux)"
             )
         if device.type != "cuda" and not triton_interpreter_enabled():
             raise ValueError(
-                f"backend='triton' runs on CUDA tensors (got {device.type}); on CPU it needs Triton's interpreter "
+                f"backend={backend!r} runs on CUDA tensors (got {device.type}); on CPU it needs Triton's interpreter "
                 "(set TRITON_INTERPRET=1 before triton is first imported)"
             )
     return backend
@@ -180,10 +212,14 @@ def fused_logprob_entropy(
         bias: optional ``[V]`` LM-head bias, same dtype as ``weight``.
         temperature: logits are ``(hidden @ weight.T + bias) / temperature``.
         power_sums: also return ``sum_p2 = sum_v p_v^2`` and ``sum_p2_logp = sum_v p_v^2 log p_v`` (no gradient).
-        backend: ``"auto"`` (Triton for CUDA tensors when triton is importable, else the torch chunked path),
-            ``"torch"`` or ``"triton"`` (the latter also on CPU tensors under ``TRITON_INTERPRET=1``).
+        backend: ``"auto"`` (on CUDA with triton importable: the fused kernel or the chunked path as the measured
+            dispatch table says for this device, dtype and hidden size, ``healtrl.kernels.dispatch``; elsewhere the
+            torch chunked path), ``"torch"``, ``"triton"`` (the fused kernel) or ``"chunked"`` (cuBLAS GEMMs with
+            Triton statistics; bf16/fp16 on CUDA); the Triton paths also run on CPU tensors under
+            ``TRITON_INTERPRET=1``.
         chunk_size: rows (tokens) per chunk for the torch path, token-chunk of the backward workspace for the
-            Triton path; ``None`` picks one from a memory budget (see the backends' docstrings).
+            fused path, vocabulary columns per slab for the chunked path; ``None`` picks one from a memory budget
+            (see the backends' docstrings) or, under ``"auto"``, from the dispatch table.
 
     Returns:
         :class:`LogProbEntropy` of float32 ``[N]`` tensors for any input dtype. ``logp`` and ``entropy`` are
@@ -193,7 +229,23 @@ def fused_logprob_entropy(
     _validate(hidden, weight, targets, bias, temperature)
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
-    which = resolve_backend(backend, hidden.device)
+    if backend == "auto":
+        which, table_chunk = _auto_choice(hidden.device, hidden.dtype, hidden.shape[1])
+        chunk_size = chunk_size if chunk_size is not None else table_chunk
+    else:
+        which = resolve_backend(backend, hidden.device)
+    if which == "chunked":
+        from .triton_chunked import chunked_logprob_entropy
+
+        return chunked_logprob_entropy(
+            hidden,
+            weight,
+            targets,
+            bias=bias,
+            temperature=float(temperature),
+            power_sums=power_sums,
+            chunk_size=chunk_size,
+        )
     if which == "triton":
         from .triton_fused import triton_logprob_entropy
 

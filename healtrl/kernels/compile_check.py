@@ -2,7 +2,8 @@
 
 Triton compiles a ``@triton.jit`` kernel for any CUDA target on a machine without a GPU: the frontend lowers it to
 PTX and Triton's bundled ``ptxas`` assembles the cubin. This module does that for every kernel variant the
-dispatcher (:func:`healtrl.kernels.triton_fused.default_config` and the launch sites in ``triton_fused``) can launch
+dispatcher (:func:`healtrl.kernels.triton_fused.default_config` and the launch sites in ``triton_fused``; the chunked
+path's two kernels, :func:`chunked_variants`, from ``triton_chunked``) can launch
 on a GPU, and reads what ``ptxas -v`` reports (registers per thread, stack frame, spill stores/loads), the shared
 memory Triton requests, and which data-movement instructions the PTX uses (``cp.async``, TMA ``cp.async.bulk``,
 ``wgmma``), and whether the K loop's loads are pipelined (:func:`k_loop_async`: asynchronous copies issued inside
@@ -54,7 +55,7 @@ class Variant:
     ``HAS_C`` for the backward); ``config`` the block sizes and launch parameters from ``default_config``.
     """
 
-    kernel: str  # "_fwd_kernel" or "_dlogits_kernel"
+    kernel: str  # "_fwd_kernel" or "_dlogits_kernel" (fused); "_stats_kernel" or "_grad_kernel" (chunked)
     dtype: str  # "bf16", "fp16", "fp32"
     flags: tuple[tuple[str, bool], ...]
     config: tuple[tuple[str, int], ...]
@@ -121,8 +122,67 @@ def dispatcher_variants(capability: int, dtypes: tuple[str, ...] = ("bf16", "fp1
     return out
 
 
+def chunked_variants(capability: int, dtypes: tuple[str, ...] = ("bf16", "fp16")) -> list[Variant]:
+    """Every kernel specialization the chunked path (``triton_chunked``) can launch on a CUDA device.
+
+    Its configuration does not depend on the architecture; it runs bf16/fp16 on CUDA (fp32 is refused there). The
+    statistics kernel has ``HAS_BIAS`` x ``POWER`` x ``FIRST`` (first slab or not); the gradient kernel ``HAS_BIAS``
+    and ``A`` and/or ``C`` as the fused backward. ``num_stages`` is Triton's default (3), which the launches use.
+    """
+    from .triton_chunked import default_config
+
+    cfg = default_config(torch.device("cuda"))
+    stats_cfg = (("BLOCK_R", cfg["STATS_R"]), ("BLOCK_C", cfg["STATS_C"]), ("num_warps", cfg["stats_warps"]),
+                 ("num_stages", 3))  # fmt: skip
+    grad_cfg = (("BLOCK_R", cfg["GRAD_R"]), ("BLOCK_C", cfg["GRAD_C"]), ("num_warps", cfg["grad_warps"]),
+                ("num_stages", 3))  # fmt: skip
+    out = []
+    for dt in dtypes:
+        for bias in (False, True):
+            for power in (False, True):
+                for first in (False, True):
+                    flags = (("HAS_BIAS", bias), ("POWER", power), ("FIRST", first))
+                    out.append(Variant("_stats_kernel", dt, flags, stats_cfg))
+            for has_a, has_c in ((True, True), (True, False), (False, True)):
+                out.append(
+                    Variant("_grad_kernel", dt, (("HAS_BIAS", bias), ("HAS_A", has_a), ("HAS_C", has_c)), grad_cfg)
+                )
+    return out
+
+
+#: The chunked path's kernels (``triton_chunked``); the others are the fused kernel's (``triton_fused``).
+CHUNKED_KERNELS = ("_stats_kernel", "_grad_kernel")
+
+
+def _chunked_launch_args(variant: Variant) -> dict:
+    """Representative arguments of a chunked-path launch: all tokens of :data:`PROBLEM`, a 3072-column slab."""
+    n, rows, slab = PROBLEM["N"], PROBLEM["N"], 3072
+    dt = _DTYPES[variant.dtype]
+    cfg = variant.cfg
+    z = torch.empty(16, dtype=torch.float32)
+    common = {
+        "z_ptr": z,
+        "stride_z": slab,
+        "b_ptr": torch.empty(16, dtype=dt),
+        "y_ptr": torch.empty(16, dtype=torch.int64),
+        "R": rows,
+        "W": slab,
+        "v0": 3 * slab,
+        "inv_t": 1.0 / 0.7,
+        "BLOCK_R": cfg["BLOCK_R"],
+        "BLOCK_C": cfg["BLOCK_C"],
+        **dict(variant.flags),
+    }
+    if variant.kernel == "_stats_kernel":
+        return {**common, "st_ptr": z, "stride_st": n + 3}  # a view into [6, N]: any stride
+    return {**common, "d_ptr": torch.empty(16, dtype=dt), "stride_d": slab, "m_ptr": z, "a_ptr": z, "bc_ptr": z,
+            "c_ptr": z}  # fmt: skip
+
+
 def _launch_args(variant: Variant) -> dict:
     """Representative argument values of a launch of ``variant`` on :data:`PROBLEM` (as in ``triton_fused``)."""
+    if variant.kernel in CHUNKED_KERNELS:
+        return _chunked_launch_args(variant)
     n, h, v = PROBLEM["N"], PROBLEM["H"], PROBLEM["V"]
     cfg = variant.cfg
     dt = _DTYPES[variant.dtype]
@@ -184,9 +244,10 @@ def ast_source(variant: Variant):
     from triton.backends.compiler import BaseBackend
     from triton.compiler import ASTSource
 
-    from . import triton_fused
+    from . import triton_chunked, triton_fused
 
-    fn = getattr(triton_fused, variant.kernel)
+    module = triton_chunked if variant.kernel in CHUNKED_KERNELS else triton_fused
+    fn = getattr(module, variant.kernel)
     args = _launch_args(variant)
     constexpr_idx = {p.num for p in fn.params if p.is_constexpr}
     signature, constexprs, attrs = {}, {}, {}
@@ -398,5 +459,5 @@ def compile_all(archs: tuple[int, ...] = ARCHS) -> Iterator[Resources]:
     for cap in archs:
         if not ptxas_supports(cap):
             continue
-        for var in dispatcher_variants(cap):
+        for var in dispatcher_variants(cap) + chunked_variants(cap):
             yield compile_variant(var, cap)

@@ -72,6 +72,7 @@ __all__ = [
     "RolloutBatch",
     "convert_config",
     "default_run_name",
+    "liger_conflict",
 ]
 
 
@@ -273,6 +274,43 @@ def check_choices(config) -> None:
             raise ValueError(f"{f.name} must be one of {', '.join(map(str, choices))}; got {value!r}.")
 
 
+def liger_conflict(use_liger_kernel, liger_kernel_config) -> str | None:
+    """Why a config cannot train with `use_liger_kernel`, or None when it can (every healtrl trainer, every lever).
+
+    TRL 1.16's `GRPOTrainer` has no Liger loss: with `use_liger_kernel=True` it sets
+    `liger_kernel_config["fused_linear_cross_entropy"] = False`, so transformers' `Trainer.train` patches only the
+    model's layers with Liger's kernels (RMSNorm, RoPE, SwiGLU), and `_compute_loss` runs the same policy forward
+    through the fused LM head as without Liger. The per-token log-probs and entropies of that forward feed every
+    lever (`_trl/loss.py`), and the levers of the generation batch (rewards, rollout statistics, data) do not touch
+    the loss, so all of them apply. The one combination that cannot train is `fused_linear_cross_entropy` set true
+    (truthy, as TRL tests it) with `use_liger_kernel`: Liger's fused cross-entropy replaces the model's forward, which
+    the fused LM head is built into. TRL's constructor refuses it with its own ValueError; this text is what the
+    command line shows before a run starts (`healtrl.cli`). `liger_kernel_config` is a mapping, or its JSON text as
+    given on the command line (text that is not a JSON mapping is left to the config's own check: None).
+    """
+    if not use_liger_kernel or not liger_kernel_config:
+        return None
+    config = liger_kernel_config
+    if isinstance(config, str):
+        import json
+
+        try:
+            config = json.loads(config)
+        except ValueError:
+            return None
+    if not isinstance(config, dict) or not config.get("fused_linear_cross_entropy"):
+        return None
+    return (
+        "use_liger_kernel=true with liger_kernel_config fused_linear_cross_entropy=true cannot train: Liger's fused "
+        "linear cross-entropy replaces the model's forward, which bypasses the fused LM head that computes the "
+        "per-token log-probs and entropies of the loss (what every healtrl lever reads: advantage shaping, extra loss "
+        "terms, the entropy-flow diagnostics), and TRL 1.16's GRPOTrainer refuses it at construction. Remove "
+        "fused_linear_cross_entropy from liger_kernel_config (TRL then applies Liger's layer kernels only, RMSNorm, "
+        "RoPE and SwiGLU, and every lever applies), or set use_liger_kernel=false: healtrl's own fused LM head already "
+        "avoids full-vocabulary logits."
+    )
+
+
 def _augmentation_placeholder(name: str):
     """A reward function slot for an augmentation column: TRL calls it, it abstains, the trainer fills the column."""
 
@@ -364,7 +402,9 @@ class EntropyGRPOTrainer(ModelCardMixin, TRLBoundary):
             raise
         if args.use_liger_kernel:
             # TRL accepts a missing liger-kernel until `train()` (transformers applies it there); refuse it here, after
-            # TRL's constructor has rejected the configurations it cannot train (e.g. a PEFT adapter on the LM head).
+            # TRL's constructor has rejected the configurations it cannot train (a PEFT adapter on the LM head;
+            # `liger_kernel_config` with `fused_linear_cross_entropy`, `liger_conflict`). Nothing else to refuse: TRL
+            # 1.16 applies Liger's layer kernels only and every lever of every trainer applies (`liger_conflict`).
             require("liger", "use_liger_kernel=True")
         self._check_dataset_fills_a_batch()
 
