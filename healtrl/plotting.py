@@ -11,11 +11,12 @@ A run is given as a `log_history` (the list of dicts in `trainer.state.log_histo
 `metrics.jsonl` written by `train.py`, or as its output folder. Rendering uses matplotlib's Agg canvas directly, so it
 never opens a window, needs no display, and leaves the global pyplot backend alone (safe inside notebooks).
 
-The entropy panel also draws the entropy target or threshold of the run's method as a dashed horizontal line,
-labelled with its value to 3 significant digits: the targets a run logs (`LOGGED_TARGETS`: AER's H*) and those its
+The entropy panel also draws the entropy target or threshold of the run's method as a dashed line, labelled with its
+value to 3 significant digits: the targets a run logs (`LOGGED_TARGETS`: AER's H*, PosAdv's delta) and those its
 config sets (`config_targets`: PosAdv's threshold delta, TRL's adaptive-entropy target), passed to `draw_curves` as
-`targets`. A method without one (GRPO, OPEFO, the clipping baselines) gets no line. A figure title names models by their ids, never by a
-folder of this machine (`checked_title`).
+`targets`. A method without one (GRPO, OPEFO, the clipping baselines) gets no line. A trainer's own `curves.png`
+(`trainer.save_curves(dir)`) passes both, under a title naming the method, the model by the id it was loaded with and
+the training data by its name. A figure title never names a folder of this machine (`checked_title`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "draw_curves",
     "plot_curves",
     "read_metrics",
+    "save_figure",
 ]
 
 METRICS_FILE = "metrics.jsonl"
@@ -53,13 +55,22 @@ DOMAIN_PANELS: dict[str, tuple[str, ...]] = {
     "entropy, general domain": ("heal/entropy_general",),
 }
 
-# Log key -> legend label of an entropy target a method logs; drawn on the entropy panel at its last logged value.
-# AER's H* = tau * H0 (AER eq. 10) is measured as its `entropy_normalization` says (`token`: the token mean, as the
-# panel's `entropy`; `sequence`, the default: the mean over responses of each response's token mean).
+# Legend labels of the targets and thresholds, shared by the logged ones and those a config sets.
+AER_TARGET = "AER target H*"
+POSADV_THRESHOLD = "PosAdv threshold \u03b4"
+ADAPTIVE_ENTROPY_TARGET = "adaptive-entropy target"
+
+# Log key -> legend label of an entropy target a method logs, drawn on the entropy panels (`draw_curves`). AER's
+# H* = tau * H0 (AER eq. 10) is measured as its `entropy_normalization` says (`token`: the token mean, as the panel's
+# `entropy`; `sequence`, the default: the mean over responses of each response's token mean). PosAdv logs its delta
+# (PosAdv eq. 5) at every update of its controller.
 LOGGED_TARGETS: dict[str, str] = {
-    "aer/target_entropy": "AER target H*",
-    "posadv/entropy_threshold": "PosAdv threshold \u03b4",
+    "aer/target_entropy": AER_TARGET,
+    "posadv/entropy_threshold": POSADV_THRESHOLD,
 }
+
+# Dots per inch of the PNGs `save_figure` writes.
+PNG_DPI = 110
 
 History = Sequence[Mapping[str, Any]]
 
@@ -69,22 +80,23 @@ def _finite(value: Any) -> bool:
 
 
 def config_targets(args: Any) -> dict[str, float]:
-    """The entropy targets or thresholds a trainer config sets that its run does not log, for `plot_curves`.
+    """The entropy targets or thresholds a trainer config sets, for `draw_curves(..., targets=...)`.
 
     Args:
         args: A trainer config (e.g. `trainer.args`).
 
     Returns:
         Legend label -> value: `"PosAdv threshold \u03b4"` (`entropy_threshold`, PosAdv eq. 5) when the config has
-        `schedule == "entropy"`, the only PosAdv schedule that reads it; `"adaptive-entropy target"`
-        (`entropy_target`) when TRL's `use_adaptive_entropy` is on. Empty for every other config (AER logs its
+        `schedule == "entropy"`, the only PosAdv schedule that reads it (PosAdv also logs it; `draw_curves` draws it
+        once); `"adaptive-entropy target"` (`entropy_target`) when TRL's `use_adaptive_entropy` is on (any
+        trainer: TRL's Skywork-OR1 controller is a GRPOConfig option). Empty for every other config (AER logs its
         target, `LOGGED_TARGETS`; GRPO, OPEFO and the clipping baselines have none).
     """
     targets: dict[str, float] = {}
     if getattr(args, "schedule", None) == "entropy" and _finite(getattr(args, "entropy_threshold", None)):
-        targets["PosAdv threshold \u03b4"] = float(args.entropy_threshold)
+        targets[POSADV_THRESHOLD] = float(args.entropy_threshold)
     if getattr(args, "use_adaptive_entropy", False) is True and _finite(getattr(args, "entropy_target", None)):
-        targets["adaptive-entropy target"] = float(args.entropy_target)
+        targets[ADAPTIVE_ENTROPY_TARGET] = float(args.entropy_target)
     return targets
 
 
@@ -173,6 +185,15 @@ def _target_line(ax, value: float, label: str, color) -> None:
     ax.axhline(value, linestyle="--", linewidth=1.2, color=color, label=f"{label} = {value:.3g}")
 
 
+def _logged_target(ax, steps: list[float], values: list[float], label: str, color) -> None:
+    """A logged target: a horizontal line when every logged value rounds to the same 3 significant digits (AER's H*
+    and PosAdv's delta are constant once set), else the logged series, dashed, its last value in the legend."""
+    if len({f"{value:.3g}" for value in values}) == 1:
+        _target_line(ax, values[-1], label, color)
+    else:
+        ax.plot(steps, values, linestyle="--", linewidth=1.2, color=color, label=f"{label}, last = {values[-1]:.3g}")
+
+
 def draw_curves(
     runs: History | str | os.PathLike | Mapping[str, History | str | os.PathLike],
     panels: Mapping[str, str | Sequence[str]] | None = None,
@@ -185,7 +206,9 @@ def draw_curves(
         runs, panels, title: As for `plot_curves`.
         targets: Legend label -> an entropy target or threshold a config sets (`config_targets(trainer.args)`),
             drawn on every entropy panel as a dashed grey horizontal line labelled `<label> = <value to 3
-            significant digits>`, besides the logged `LOGGED_TARGETS` that `plot_curves` draws.
+            significant digits>`, besides the logged `LOGGED_TARGETS` that `plot_curves` draws. A target whose
+            label is that of a `LOGGED_TARGETS` key some run logs (PosAdv's delta) is not drawn a second time: the
+            logged line shows it.
 
     Raises:
         ValueError: a target is not a finite number, or the title holds a path `checked_title` refuses.
@@ -206,6 +229,9 @@ def draw_curves(
     for label, value in (targets or {}).items():
         if not _finite(value):
             raise ValueError(f"targets[{label!r}] must be a finite number, got {value!r}.")
+    logged_labels = {
+        target for key, target in LOGGED_TARGETS.items() if any(curve(h, key)[1] for h in labelled.values())
+    }
 
     fig = Figure(figsize=(5.0 * len(panels), 3.8), layout="constrained")
     FigureCanvasAgg(fig)
@@ -223,14 +249,15 @@ def draw_curves(
                 drawn = True
             if _entropy_panel(keys):
                 for key, target in LOGGED_TARGETS.items():
-                    logged = curve(history, key)[1]
+                    logged_steps, logged = curve(history, key)
                     if logged:
-                        _target_line(ax, logged[-1], f"{label}: {target}" if label else target, color)
+                        _logged_target(ax, logged_steps, logged, f"{label}: {target}" if label else target, color)
                         lines = True
         if _entropy_panel(keys):
             for label, value in (targets or {}).items():
-                _target_line(ax, float(value), label, "0.3")
-                lines = True
+                if label not in logged_labels:
+                    _target_line(ax, float(value), label, "0.3")
+                    lines = True
         if not drawn:
             ax.text(0.5, 0.5, f"no '{name}' logged", ha="center", va="center", transform=ax.transAxes, color="gray")
         ax.set_title(name)
@@ -260,11 +287,12 @@ def plot_curves(
         title: Figure title, checked by `checked_title` (a toy model's folder becomes its name; another path of
             this machine is an error).
 
-    Every panel whose keys include one of `DEFAULT_PANELS["entropy"]` (the entropy panels) draws, per run, the last
-    logged value of each key of `LOGGED_TARGETS` (AER's H*) as a dashed horizontal line in the run's colour, its
-    value to 3 significant digits in the legend. Targets a config sets but no run logs (`config_targets`: PosAdv's
-    delta, TRL's adaptive-entropy target) are drawn by `draw_curves(..., targets=config_targets(trainer.args))`,
-    whose figure `fig.savefig(path)` writes.
+    Every panel whose keys include one of `DEFAULT_PANELS["entropy"]` (the entropy panels) draws, per run, each key
+    of `LOGGED_TARGETS` the run logs (AER's H*, PosAdv's delta) dashed in the run's colour: a horizontal line
+    labelled `<target> = <value>` when its logged values agree to 3 significant digits, else the logged series
+    labelled `<target>, last = <last value>` (values to 3 significant digits). Targets a config sets but no run logs
+    (`config_targets`: TRL's adaptive-entropy target) are drawn by
+    `save_figure(draw_curves(..., targets=config_targets(trainer.args)), path)`, as `trainer.save_curves` does.
 
     Returns:
         `path`, as a string.
@@ -272,8 +300,12 @@ def plot_curves(
     Raises:
         ValueError: the title holds a path `checked_title` refuses.
     """
-    fig = draw_curves(runs, panels=panels, title=title)
+    return save_figure(draw_curves(runs, panels=panels, title=title), path)
+
+
+def save_figure(fig, path: str | os.PathLike) -> str:
+    """Write a figure of `draw_curves` as a PNG (`PNG_DPI` dots per inch), creating the folder; returns `path`."""
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, format="png", dpi=110)
+    fig.savefig(path, format="png", dpi=PNG_DPI)
     return path

@@ -12,11 +12,19 @@ import pytest
 import torch
 import yaml
 
-from healtrl import AERConfig, AERTrainer, GRPOBaselineConfig, OPEFOConfig, PosAdvConfig
+from healtrl import (
+    AERConfig,
+    AERTrainer,
+    GRPOBaselineConfig,
+    GRPOBaselineTrainer,
+    OPEFOConfig,
+    PosAdvConfig,
+    PosAdvTrainer,
+)
 from healtrl.model_card import build_model_card, published_model_name
 from healtrl.plotting import checked_title, config_targets, draw_curves
 from healtrl.toy import load_toy_model, toy_build_overrides, toy_model_name, toy_reward
-from tests.helpers import digit_reward, grpo_kwargs, tiny_dataset, tiny_model_path
+from tests.helpers import build_trainer, digit_reward, grpo_kwargs, tiny_dataset, tiny_model_path
 
 TOY = "healtrl-toy/qwen2-add"
 # A toy build small enough for a test: one warm-up step, an 8-problem accuracy probe (the warm-up warns that the
@@ -116,7 +124,8 @@ def test_card_of_a_toy_run_names_the_toy_model_and_no_path(toy_cache, tmp_path, 
     assert list(lines[0].get_ydata()) == [target, target]
     assert [t.get_text() for t in entropy.get_legend().get_texts()] == [f"AER target H* = {target:.3g}"]
     assert figure.axes[1].get_title() == "reward" and not figure.axes[1].get_legend()
-    assert "/" not in figure.get_suptitle().removeprefix("AER: ")  # the output folder's name, not its path
+    # titled by the model's toy name and the task's name, not by the output folder or the cache folder
+    assert figure.get_suptitle() == "AER: healtrl-toy/qwen2-add on healtrl-toy/add"
 
 
 def test_card_of_a_model_from_a_local_folder_keeps_the_path_out(tmp_path):
@@ -183,6 +192,13 @@ def test_aer_target_is_drawn_and_grpo_gets_none():
     assert len(dashed(custom.axes[0])) == 1 and dashed(custom.axes[1]) == []
 
 
+def test_a_logged_target_that_varies_is_drawn_as_its_series():
+    log = [dict(entry, **{"aer/target_entropy": value}) for entry, value in zip(AER_LOG, (0.61234, 0.70456))]
+    (target,) = [line for line in draw_curves(log).axes[0].lines if line.get_linestyle() == "--"]
+    assert target.get_label() == "AER target H*, last = 0.705"
+    assert list(target.get_xdata()) == [1, 2] and list(target.get_ydata()) == [0.61234, 0.70456]
+
+
 def test_config_targets_of_each_method(tmp_path):
     common = dict(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none")
     posadv = PosAdvConfig(**common, entropy_threshold=0.35)
@@ -196,6 +212,11 @@ def test_config_targets_of_each_method(tmp_path):
 
     figure = draw_curves(GRPO_LOG, targets=config_targets(posadv))
     assert dashed(figure.axes[0]) == [("PosAdv threshold \u03b4 = 0.35", 0.35)] and dashed(figure.axes[1]) == []
+    # logged by the run too (PosAdv logs its delta): drawn once, from the log
+    logged = [dict(entry, **{"posadv/entropy_threshold": 0.35}) for entry in GRPO_LOG]
+    assert dashed(draw_curves(logged, targets=config_targets(posadv)).axes[0]) == [
+        ("PosAdv threshold \u03b4 = 0.35", 0.35)
+    ]
     with pytest.raises(ValueError, match="finite number"):
         draw_curves(GRPO_LOG, targets={"x": float("nan")})
 
@@ -218,3 +239,100 @@ def test_plot_curves_writes_the_figure(tmp_path):
 
     path = plot_curves(AER_LOG, tmp_path / "curves.png", title="AER: healtrl-toy/qwen2-add on toy-add")
     assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A trainer's own curves.png (`save_curves`): title and targets, from a given log history (no training)
+# ----------------------------------------------------------------------------------------------------------------
+HUB_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+@pytest.fixture
+def saved_figures(monkeypatch):
+    """The figures `save_curves` writes, in order, as matplotlib Figures."""
+    import healtrl.plotting
+
+    figures, save = [], healtrl.plotting.save_figure
+
+    def recording(fig, path):
+        figures.append(fig)
+        return save(fig, path)
+
+    monkeypatch.setattr(healtrl.plotting, "save_figure", recording)
+    return figures
+
+
+def saved_curves(trainer, history, directory: Path, figures: list):
+    """The figure of `trainer.save_curves(directory)` for `history`, the PNG checked."""
+    trainer.state.log_history = history
+    path = trainer.save_curves(str(directory))
+    assert path == str(directory / "curves.png") and Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return figures[-1]
+
+
+@pytest.mark.parametrize(
+    "trainer_cls, config_cls, config, history, expected",
+    [
+        pytest.param(
+            PosAdvTrainer,
+            PosAdvConfig,
+            dict(schedule="entropy", entropy_threshold=0.234567),
+            GRPO_LOG,
+            [("PosAdv threshold \u03b4 = 0.235", 0.234567)],
+            id="posadv-delta-from-config",
+        ),
+        pytest.param(
+            PosAdvTrainer,
+            PosAdvConfig,
+            dict(schedule="entropy", entropy_threshold=0.234567),
+            [dict(entry, **{"posadv/entropy_threshold": 0.234567}) for entry in GRPO_LOG],
+            [("PosAdv threshold \u03b4 = 0.235", 0.234567)],
+            id="posadv-delta-logged-and-set-drawn-once",
+        ),
+        pytest.param(
+            GRPOBaselineTrainer,
+            GRPOBaselineConfig,
+            dict(use_adaptive_entropy=True, entropy_target=0.314159),
+            GRPO_LOG,
+            [("adaptive-entropy target = 0.314", 0.314159)],
+            id="trl-adaptive-entropy-target",
+        ),
+        pytest.param(AERTrainer, AERConfig, {}, AER_LOG, [("AER target H* = 0.777", 0.777273)], id="aer-logged"),
+        pytest.param(GRPOBaselineTrainer, GRPOBaselineConfig, {}, GRPO_LOG, [], id="grpo-none"),
+    ],
+)
+def test_save_curves_draws_each_target_under_the_model_and_task(
+    trainer_cls, config_cls, config, history, expected, tmp_path, saved_figures
+):
+    out = tmp_path / "runs" / "my-run"
+    trainer = build_trainer(trainer_cls, config_cls, out, **config)
+    trainer.model_card_base_model = HUB_MODEL
+    trainer.model_card_datasets = ["openai/gsm8k", str(tmp_path / "data" / "extra.jsonl")]
+    figure = saved_curves(trainer, history, out, saved_figures)
+
+    entropy, reward = figure.axes
+    assert dashed(entropy) == expected and dashed(reward) == []
+    legend = entropy.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [label for label, _ in expected] if expected else not legend
+    method = trainer.model_card_method()["name"]
+    title = figure.get_suptitle()
+    assert title == f"{method}: {HUB_MODEL} on openai/gsm8k, extra.jsonl"
+    assert str(tmp_path) not in title and "my-run" not in title and "runs/" not in title
+
+
+def test_save_curves_title_of_a_local_model_and_of_an_unrecorded_one(tmp_path, saved_figures):
+    """A model from a local folder is named by the folder's last component; no dataset, no ` on ...`; the datasets
+    given to `create_model_card` are the title's."""
+    out = tmp_path / "out"
+    local = build_trainer(GRPOBaselineTrainer, GRPOBaselineConfig, out, model=tiny_model_path(tmp_path))
+    local.model_card_datasets = []
+    title = saved_curves(local, GRPO_LOG, out, saved_figures).get_suptitle()
+    assert title == "GRPO: tiny-model" and str(tmp_path) not in title
+    # the datasets `create_model_card(dataset_name=...)` names in the card name them in the title too
+    local.create_model_card(dataset_name=["openai/gsm8k"])
+    assert saved_figures[-1].get_suptitle() == "GRPO: tiny-model on openai/gsm8k"
+
+    # a model built in memory has no `_name_or_path`; the task comes from the training dataset's `info.dataset_name`
+    in_memory = build_trainer(GRPOBaselineTrainer, GRPOBaselineConfig, out)
+    title = saved_curves(in_memory, GRPO_LOG, out, saved_figures).get_suptitle()
+    assert title == "GRPO: base model not recorded on healtrl-toy/add"

@@ -74,16 +74,17 @@ def test_train_script_end_to_end(toy_model_dir, tmp_path):
 
 @pytest.fixture
 def curve_draws(monkeypatch):
-    """Every `plot_curves` call of the test as (path, title); the figures are still drawn."""
+    """Every figure the test saves (`healtrl.plotting.save_figure`, what `plot_curves` and the trainer's
+    `save_curves` write with) as (path, title); the figures are still written."""
     import healtrl.plotting
 
-    draws, plot_curves = [], healtrl.plotting.plot_curves
+    draws, save_figure = [], healtrl.plotting.save_figure
 
-    def recording(runs, path, panels=None, title=None):
-        draws.append((Path(path), title))
-        return plot_curves(runs, path, panels=panels, title=title)
+    def recording(fig, path):
+        draws.append((Path(path), fig.get_suptitle()))
+        return save_figure(fig, path)
 
-    monkeypatch.setattr(healtrl.plotting, "plot_curves", recording)
+    monkeypatch.setattr(healtrl.plotting, "save_figure", recording)
     return draws
 
 
@@ -94,8 +95,8 @@ def test_healtrl_train_with_lora_config(toy_model_dir, tmp_path, restore_threads
     assert code == 0
     assert (out / "adapter_config.json").exists() and (out / "adapter_model.safetensors").exists()
     assert (out / "curves.png").read_bytes()[:8] == PNG_SIGNATURE
-    # drawn once, by the trainer's save_model with the model card, under the card's title
-    assert curve_draws == [(out / "curves.png", "GRPO: lora")]
+    # drawn once, by the trainer's save_model with the model card, titled by the model and task the config names
+    assert curve_draws == [(out / "curves.png", "GRPO: healtrl-toy/qwen2-add on healtrl-toy/add")]
     assert "![curves](curves.png)" in (out / "README.md").read_text()
     assert len([e for e in read_history(out) if "entropy" in e]) == 3
     assert str(out) in capsys.readouterr().out
@@ -111,7 +112,7 @@ def test_curves_without_a_final_model(toy_model_dir, tmp_path, restore_threads, 
     assert main(["train", *QUICK, "--save_final_model", "false", "--output_dir", str(out)]) == 0
     assert not (out / "model.safetensors").exists() and not (out / "README.md").exists()
     assert (out / "curves.png").read_bytes()[:8] == PNG_SIGNATURE
-    assert curve_draws == [(out / "curves.png", "GRPO: nomodel")]
+    assert curve_draws == [(out / "curves.png", "GRPO: healtrl-toy/qwen2-add on healtrl-toy/add")]
     assert "curves.png" in capsys.readouterr().out
 
 

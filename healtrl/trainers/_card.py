@@ -206,23 +206,52 @@ class ModelCardMixin:
         hub_id = self.args.hub_model_id
         return hub_id.split("/")[-1] if hub_id else os.path.basename(os.path.normpath(self.args.output_dir))
 
-    def save_curves(self, directory: str, model_name: str | None = None) -> str | None:
+    def _card_base_model(self) -> str | None:
+        """The base model as the user named it: `model_card_base_model`, else the model config's `_name_or_path`."""
+        model = self.accelerator.unwrap_model(self.model)
+        return self.model_card_base_model or getattr(model.config, "_name_or_path", None) or None
+
+    def curves_title(self, dataset_name: str | list[str] | None = None) -> str:
+        """The title of `curves.png`: `<method>: <base model> on <datasets>`.
+
+        The base model is `model_card_base_model` (the command line and the notebooks set it to the id the model was
+        loaded with), else the model config's `_name_or_path`, shown as the model card shows it
+        (`healtrl.model_card.published_model_name`: a Hub id as is, a toy or offline model's cache folder by its
+        `healtrl-...` name, any other folder by its last path component); `base model not recorded` when neither is
+        set. The datasets are the card's: `dataset_name` when given (as `create_model_card` takes it), else
+        `model_card_datasets`, else the training dataset's `info.dataset_name` and the method's `..._dataset_name`
+        fields; each is shown by the same rule, joined by ", ", and ` on ...` is left out when none is known. No
+        output folder and no path of this machine appears in it.
+        """
+        from ..model_card import published_model_name
+
+        base = self._card_base_model()
+        model = published_model_name(base)[0] if base else "base model not recorded"
+        # a dataset path (a local file or folder) is shown by its last component, as the card's dataset list shows it
+        datasets = [published_model_name(name)[0] for name in self._model_card_datasets(dataset_name)]
+        on = f" on {', '.join(datasets)}" if datasets else ""
+        return f"{self.model_card_method()['name']}: {model}{on}"
+
+    def save_curves(self, directory: str, dataset_name: str | list[str] | None = None) -> str | None:
         """Draw `curves.png`, entropy and reward of `state.log_history` against the step, into `directory`.
 
         The one place a run's curves are drawn: the model card embeds them (`save_model`, checkpoints, `push_to_hub`),
-        and the command line calls it only when it saves no final model. Titled `<method>: <model_name>` (the card's
-        title, by default the name of `args.hub_model_id`, else of the output folder).
+        and the command line calls it only when it saves no final model. Titled by `curves_title(dataset_name)`
+        (method, base model, datasets). The entropy panel draws the targets the run logs
+        (`healtrl.plotting.LOGGED_TARGETS`: AER's H*, PosAdv's delta) and those its config sets
+        (`healtrl.plotting.config_targets(self.args)`: PosAdv's delta, TRL's adaptive-entropy target), each once,
+        labelled with its value to 3 significant digits.
 
         Returns:
             The path of the image, or None (no file written) when neither entropy nor reward was logged.
         """
-        from ..plotting import DEFAULT_PANELS, curve, plot_curves
+        from ..plotting import DEFAULT_PANELS, config_targets, curve, draw_curves, save_figure
 
         history = self.state.log_history
         if not any(curve(history, keys)[1] for keys in DEFAULT_PANELS.values()):
             return None
-        title = f"{self.model_card_method()['name']}: {self._card_model_name(model_name)}"
-        return plot_curves(history, os.path.join(directory, CURVES_IMAGE), title=title)
+        figure = draw_curves(history, title=self.curves_title(dataset_name), targets=config_targets(self.args))
+        return save_figure(figure, os.path.join(directory, CURVES_IMAGE))
 
     def _write_model_card(self, directory: str, model_name=None, dataset_name=None, tags=None) -> str:
         """Write README.md (and curves.png, when entropy or reward were logged) into `directory`; returns the card."""
@@ -252,7 +281,7 @@ class ModelCardMixin:
 
         os.makedirs(directory, exist_ok=True)
         history = self.state.log_history
-        curves = CURVES_IMAGE if self.save_curves(directory, model_name) else None
+        curves = CURVES_IMAGE if self.save_curves(directory, dataset_name) else None
         entropy_image = write_entropy_summary(self.args.output_dir, directory)  # from the views of inspect_every_steps
         versions = {
             "healtrl": healtrl_version,
