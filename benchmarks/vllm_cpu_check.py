@@ -238,7 +238,7 @@ def run_variant(
         "vllm_dtype": _engine_dtype(trainer, vllm_dtype),
         "weight_sync": _weight_sync_used(trainer),
         "is_correction": trainer.vllm_importance_sampling_correction,
-        "entropies_from_trl_old_logp_pass": trainer._trl_computes_old_logps() if levers else None,
+        "entropies_from_trl_old_logp_pass": trainer.trl_computes_old_logps() if levers else None,
         "global_step": trainer.state.global_step,
         "init_s": init_s,
         "train_s": train_s,
@@ -355,7 +355,7 @@ def evaluate(result: dict, steps: int) -> list[tuple[str, bool, str]]:
                 "entropies taken from TRL's old-log-prob forward"
                 + ("" if result["is_correction"] else ": no, own pass"),
                 result["entropies_from_trl_old_logp_pass"] == result["is_correction"],
-                f"_trl_computes_old_logps()={result['entropies_from_trl_old_logp_pass']}",
+                f"trl_computes_old_logps()={result['entropies_from_trl_old_logp_pass']}",
             ),
             ("shape_advantages ran on every micro-batch", c["shape_calls"] == steps, f"{c['shape_calls']} calls"),
             (

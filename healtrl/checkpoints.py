@@ -137,7 +137,7 @@ def torch_save_atomic(obj: Any, path: str) -> None:
     os.replace(tmp, path)
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:  # e.g. a platform without directory handles

@@ -6,8 +6,9 @@ micro-batches), and `_generate_and_score_completions` runs its old-log-prob pass
 `gradient_accumulation_steps % generate_every != 0`. `gradient_accumulation_steps` is not part of `generate_every`:
 a rollout batch serves `generate_every / gradient_accumulation_steps` optimizer steps, not necessarily a whole number.
 
-healtrl computes the product only in `healtrl.trainers._trl.hooks.generate_every`; the trainer's `_generate_every`,
-the old-log-prob condition, the controller cadence check, HEAL's sampler, the dry run and `train_repeats` call it.
+healtrl computes the product only in `healtrl.trainers._trl.hooks.generate_every`; the trainer's
+`micro_steps_per_rollout_batch`, the old-log-prob condition, the controller cadence check, HEAL's sampler, the dry run
+and `train_repeats` call it.
 `test_product_computed_once` parses every module of `healtrl/` and fails on any other product of
 `steps_per_generation` and `num_iterations` (or a local named `iterations`), however the operands are spelled
 (`args.x`, `self.args.x`, a bare name) and in whichever order or chain (`a * b * c`).
@@ -119,16 +120,16 @@ def test_values(spg, ni, gas):
         "Stub",
         (),
         {
-            "_generate_every": BoundaryHooks._generate_every,
-            "_trl_computes_old_logps": GenerationCalls._trl_computes_old_logps,
+            "micro_steps_per_rollout_batch": BoundaryHooks.micro_steps_per_rollout_batch,
+            "trl_computes_old_logps": GenerationCalls.trl_computes_old_logps,
         },
     )
     trainer = stub_class()
     trainer.args, trainer.num_iterations = args, ni
     trainer.use_vllm, trainer.vllm_importance_sampling_correction = False, False
-    assert trainer._generate_every == expected
+    assert trainer.micro_steps_per_rollout_batch == expected
     # TRL's old-log-prob pass runs unless every rollout batch ends on an optimizer step boundary.
-    assert trainer._trl_computes_old_logps() is (gas % expected != 0)
+    assert trainer.trl_computes_old_logps() is (gas % expected != 0)
     assert _steps_per_generation_batch(args) == expected / gas  # optimizer steps per rollout batch
     if expected % gas == 0:
         check_controller_update(args)  # whole optimizer steps per rollout batch: accepted

@@ -246,7 +246,7 @@ def test_none_disables(tmp_path):
     config = EntropyGRPOConfig(**grpo_kwargs(tmp_path, inspect_every_steps=None))
     assert (
         _inspect_hooks.RolloutInspector.from_trainer(
-            types.SimpleNamespace(args=config, _arg=lambda name: getattr(config, name))
+            types.SimpleNamespace(args=config, config_value=lambda name: getattr(config, name))
         )
         is None
     )
@@ -271,9 +271,9 @@ def test_resumed_run_keeps_the_view_schedule(per_batch):
 
     def trainer_at(step):
         return types.SimpleNamespace(
-            _mode="train",
+            mode="train",
             state=types.SimpleNamespace(global_step=step),
-            _generate_every=per_batch,
+            micro_steps_per_rollout_batch=per_batch,
             args=types.SimpleNamespace(gradient_accumulation_steps=1),
         )
 

@@ -173,7 +173,7 @@ def test_rollout_entropies_are_exact(tmp_path, num_iterations, source):
     ours = build_trainer(
         EntropyProbe, EntropyGRPOConfig, tmp_path / "ours", num_iterations=num_iterations, rollout_entropy_source=source
     )
-    assert ours._trl_computes_old_logps() == (num_iterations == 2)
+    assert ours.trl_computes_old_logps() == (num_iterations == 2)
     inputs, forwards = generate_counting_forwards(ours)
 
     rollouts = EntropyProbe.seen

@@ -26,7 +26,7 @@ from healtrl.functional import (  # noqa: E402
     opefo_token_weights,
     token_entropy_change,
 )
-from healtrl.trainers._generation_stats import GenerationStats  # noqa: E402
+from healtrl.trainers._trl.generation_stats import GenerationStats  # noqa: E402
 from tests.helpers import (  # noqa: E402
     build_trainer,
     loss_and_grads,
@@ -40,12 +40,18 @@ ESTIMATORS = ("opefo", "steer", "exact")
 
 
 class CountingForward(OPEFOTrainer):
-    """Counts the fallback forwards and records the shaped advantages of every loss call."""
+    """Counts the fallback forwards, records the source of the rollout statistics `finish_generation_batch` received
+    and the shaped advantages of every loss call."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fallback_forwards = 0
+        self.stats_source = None
         self.shaped = []
+
+    def finish_generation_batch(self, batch, stats):
+        self.stats_source = None if stats is None else stats.source
+        super().finish_generation_batch(batch, stats)
 
     def _provide_rollout_stats(self):
         stats = super()._provide_rollout_stats()
@@ -182,7 +188,7 @@ def test_lambda_from_generation_equals_forward_based(tmp_path, estimator):
     )
     trainer.model.train()
     batch = generate_batch(trainer)
-    assert trainer.rollout_stats.source == "generation"
+    assert trainer.stats_source == "generation"
     assert trainer.fallback_forwards == 0
     assert trainer._metrics["train"]["opefo/extra_forward"] == [0.0]
     lam_fwd, dh_fwd = forward_lambda_and_delta_h(trainer, batch)
@@ -214,7 +220,7 @@ def test_no_forward_beyond_grpos_and_forward_fallback_is_logged(tmp_path):
     opefo = build_trainer(CountingForward, OPEFOConfig, tmp_path / "opefo", **kwargs)
     forced = build_trainer(CountingForward, OPEFOConfig, tmp_path / "fwd", rollout_entropy_source="forward", **kwargs)
     n_grpo, n_opefo, n_forced = (count_model_forwards(t) for t in (grpo, opefo, forced))
-    assert forced.rollout_stats.source == "forward" and opefo.rollout_stats.source == "generation"
+    assert forced.stats_source == "forward" and opefo.stats_source == "generation"
     assert n_opefo == n_grpo  # generation steps only
     assert n_forced == n_grpo + 2  # the fallback's no-grad pass over the 16 rollouts, in chunks of 8 (the micro-batch)
     assert forced.fallback_forwards == 1 and forced._metrics["train"]["opefo/extra_forward"] == [1.0]
@@ -237,7 +243,7 @@ def test_lambda_from_trls_old_logprob_pass(tmp_path):
     trainer.args.steps_per_generation = 3  # TRL: 2 % 3 != 0 -> it computes old log-probs
     trainer.model.train()
     batch = generate_batch(trainer)
-    assert trainer.rollout_stats.source == "old_logps"
+    assert trainer.stats_source == "old_logps"
     assert batch["old_per_token_logps"] is not None
     assert trainer.fallback_forwards == 0 and trainer._metrics["train"]["opefo/extra_forward"] == [0.0]
     lam_fwd, dh_fwd = forward_lambda_and_delta_h(trainer, batch)

@@ -86,14 +86,15 @@ def test_every_declared_hook_is_in_the_architecture_table():
     from pathlib import Path
 
     from healtrl.trainers._trl import BoundaryHooks
+    from healtrl.trainers.contract import ACCESSORS
 
     text = (Path(__file__).resolve().parents[1] / "ARCHITECTURE.md").read_text(encoding="utf-8")
     table = "\n".join(line for line in text.splitlines() if line.startswith("| `"))
+    accessors = {accessor.name for accessor in ACCESSORS}  # listed apart (tests/test_method_contract.py)
     declared = [
         name
         for name in vars(BoundaryHooks)
-        if not name.startswith("__")
-        and name not in {"_call", "_inside", "_arg", "_mode", "log_metric", "_generate_every"}
+        if not name.startswith("__") and name not in {"_call", "_inside"} | accessors
     ]
     declared += [name for name in BoundaryHooks.__annotations__ if name != "_call"]
     missing = sorted({name for name in declared if f"`{name}" not in table})
@@ -104,8 +105,8 @@ class _AsksForPowerSums(EntropyGRPOTrainer):
     def rollout_stats_needed(self):
         return frozenset({"logp", "sum_p2", "sum_p2_logp"})
 
-    def finish_generation_batch(self, batch):
-        type(self).seen = (self.rollout_stats, batch["completion_mask"].clone())
+    def finish_generation_batch(self, batch, stats):
+        type(self).seen = (stats, batch["completion_mask"].clone())
 
 
 def test_rollout_stats_request_is_served_and_names_its_source(tmp_path):

@@ -618,13 +618,13 @@ def test_rollout_func_error_surfaces_unchanged(trainer_cls):
     assert str(info.value) == "rollout_func must return keys ['logprobs'] in its output dict."
 
 
-def test_arg_reads_fields_or_their_defaults():
+def test_config_value_reads_fields_or_their_defaults():
     trainer = _double(HEALTrainer)
-    assert trainer._arg("rollout_entropy") is False and trainer._arg("eda_similarity") == "kl"
-    assert trainer._arg("report_to") == []  # present on args: read from there
+    assert trainer.config_value("rollout_entropy") is False and trainer.config_value("eda_similarity") == "kl"
+    assert trainer.config_value("report_to") == []  # present on args: read from there
     assert trainer.needs_rollout_entropies is True and trainer._generation_logits_readable() is False  # rollout_func
     with pytest.raises(AttributeError, match="HEALConfig has no field 'no_such_field'"):
-        trainer._arg("no_such_field")
+        trainer.config_value("no_such_field")
 
 
 # ---------------------------------------------------------------------------------------------------------------

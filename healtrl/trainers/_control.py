@@ -11,8 +11,8 @@
   being updated, with the batch's tokens) over the whole window (the rollout batch, all its optimizer steps and all
   `num_iterations` passes, or the one optimizer step), over all processes, averaged either per token (the sum of the
   token entropies over the number of tokens) or per sequence (the sum of the per-sequence mean token entropies over
-  the number of sequences with at least one token), as the trainer's `_entropy_measure` says. Identical on every rank.
-  The controller sees it in `update_controller(entropy)`.
+  the number of sequences with at least one token), as the `measure` given to `init_entropy_control` says. Identical on
+  every rank. The controller sees it in `update_controller(entropy)`.
 - Resume in the middle of a rollout batch: the checkpointed method state holds the partial entropy window; TRL's
   micro-batch count and each process's part of an unfinished rollout batch are checkpointed for every healtrl
   trainer (`TRLBoundary._save_checkpoint`, `_trl/checkpoint.py`), so that the resumed run takes the same updates as an
@@ -21,6 +21,11 @@
   draws random tokens without following the entropy): a fresh `torch.Generator` per call, seeded from (seed, process,
   call counter); the counter is part of the checkpointed method state, so a resumed run draws what an uninterrupted
   run would.
+
+Each mixin adds its own part to the checkpointed state: its `method_state` / `load_method_state` chain through
+`super()`, so a trainer's own `method_state` returns `{<its own entries>, **super().method_state()}` and its
+`load_method_state` calls `super().load_method_state(state)` first. The public routines here (`init_entropy_control`,
+`record_entropy`, `update_controller`, `next_generator`) are part of the method contract (`contract.py`).
 """
 
 from __future__ import annotations
@@ -30,8 +35,8 @@ from typing import Any
 import torch
 
 from ..functional.aer import sequence_entropies
-from ._trl import generate_every
 from .base import ROLLOUT_BUFFER_FILE  # noqa: F401  (re-exported: the file name of the per-process rollout buffers)
+from .contract import generate_every
 
 CONTROLLER_UPDATES = ("rollout_batch", "optimizer_step")
 ENTROPY_MEASURES = ("token", "sequence")
@@ -62,13 +67,13 @@ def check_controller_update(args, field_name: str = "controller_update", active:
 class EntropyControlMixin:
     """Mixin for `EntropyGRPOTrainer` subclasses whose coefficients follow the global entropy (see the module doc).
 
-    A trainer calls `_init_control(update, measure)` in its constructor, `_record_entropy(batch)` from a lever on every
-    training micro-batch (it accumulates through the base's `step_sums`; the base's step-end hook `optimizer_step_end`
-    then moves the controller), overrides `update_controller(entropy)`, and puts `_control_state()` into its
-    `method_state` (and `_load_control_state` into `load_method_state`).
+    A trainer calls `init_entropy_control(update, measure)` in its constructor, `record_entropy(batch)` from a lever on
+    every training micro-batch (it accumulates through the base's `step_sums`; the base's step-end hook
+    `optimizer_step_end` then moves the controller) and overrides `update_controller(entropy)`. The partial entropy
+    window is checkpointed through `method_state`, which chains through `super()`.
     """
 
-    def _init_control(self, update: str = "optimizer_step", measure: str = "token") -> None:
+    def init_entropy_control(self, update: str = "optimizer_step", measure: str = "token") -> None:
         """Start following the global entropy: `update` is the controller's cadence, `measure` how H_t averages."""
         if update not in CONTROLLER_UPDATES:
             raise ValueError(f"controller_update must be one of {', '.join(CONTROLLER_UPDATES)}; got {update!r}.")
@@ -79,7 +84,7 @@ class EntropyControlMixin:
         self._window_entropy: list[float] | None = None  # all processes, earlier optimizer steps of the rollout batch
 
     # -- global entropy of a window ---------------------------------------------------------------------------------
-    def _record_entropy(self, batch) -> None:
+    def record_entropy(self, batch) -> None:
         """Accumulate the entropy sum and count (tokens or sequences) of one training micro-batch."""
         if batch.mode != "train":
             return
@@ -100,7 +105,7 @@ class EntropyControlMixin:
         if self._controller_update == "rollout_batch":
             if self._window_entropy is not None:
                 total = [self._window_entropy[0] + total[0], self._window_entropy[1] + total[1]]
-            if not self._at_rollout_boundary():
+            if not self.at_rollout_boundary():
                 self._window_entropy = total  # the rollout batch has optimizer steps left
                 return
             self._window_entropy = None
@@ -112,23 +117,24 @@ class EntropyControlMixin:
         """Update the controller from the global entropy of the window that just ended (see the module doc)."""
 
     # -- checkpoint / resume -------------------------------------------------------------------------------------------
-    def _control_state(self) -> dict[str, Any]:
-        """The mixin's part of `method_state` (JSON): the partial entropy window."""
-        return {"window_entropy": self._window_entropy}
+    def method_state(self) -> dict[str, Any]:
+        """The state of the classes after this one in the MRO, plus the partial entropy window (JSON)."""
+        return {**super().method_state(), "window_entropy": self._window_entropy}
 
-    def _load_control_state(self, state: dict[str, Any]) -> None:
+    def load_method_state(self, state: dict[str, Any]) -> None:
+        super().load_method_state(state)
         window = state.get("window_entropy")
         self._window_entropy = None if window is None else [float(window[0]), float(window[1])]
 
 
 class RandomStreamMixin:
     """Mixin for `EntropyGRPOTrainer` subclasses that draw random numbers in a lever (Rand-Pos-Clip, Clip-Cov): the
-    draws are reproducible under `args.seed`, per process, and across resumes. Put `_random_stream_state()` into
-    `method_state` and `_load_random_stream_state` into `load_method_state`."""
+    draws are reproducible under `args.seed`, per process, and across resumes: the call counter is checkpointed
+    through `method_state`, which chains through `super()`."""
 
     _rng_calls = 0
 
-    def _next_generator(self) -> torch.Generator:
+    def next_generator(self) -> torch.Generator:
         """A generator for one random draw, reproducible under `args.seed` and across resumes."""
         gen = torch.Generator(device="cpu")
         rank = self.accelerator.process_index
@@ -136,9 +142,10 @@ class RandomStreamMixin:
         self._rng_calls += 1
         return gen
 
-    def _random_stream_state(self) -> dict[str, Any]:
-        """The mixin's part of `method_state` (JSON): the call counter."""
-        return {"rng_calls": self._rng_calls}
+    def method_state(self) -> dict[str, Any]:
+        """The state of the classes after this one in the MRO, plus the call counter (JSON)."""
+        return {**super().method_state(), "rng_calls": self._rng_calls}
 
-    def _load_random_stream_state(self, state: dict[str, Any]) -> None:
+    def load_method_state(self, state: dict[str, Any]) -> None:
+        super().load_method_state(state)
         self._rng_calls = int(state.get("rng_calls", 0))

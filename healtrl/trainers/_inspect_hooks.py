@@ -4,7 +4,7 @@ Where the pieces live:
 
 * `RolloutInspector.on_rollouts` runs after the trainer scored the rollouts (the reward step of the TRL boundary,
   `_trl/generation.py`, after lever 3 filled its reward columns), with the rollout batch's exact per-token entropies
-  (the TRL boundary's rollout statistics, `rollout_stats`: TRL's old-log-prob pass, the generation logits or one
+  (the TRL boundary's rollout statistics, `RolloutStats`: TRL's old-log-prob pass, the generation logits or one
   no-grad forward through the fused kernel, at the sampling temperature). It
   - logs `entropy/high_share` (share of completion tokens with entropy above `inspect_high_entropy`, ln 2 nats by
     default) and `entropy/q10`, `entropy/q50`, `entropy/q90` (token-entropy quantiles of the gathered batch) through
@@ -85,22 +85,27 @@ class RolloutInspector:
 
     @classmethod
     def from_trainer(cls, trainer) -> RolloutInspector | None:
-        every = trainer._arg("inspect_every_steps") or 0
+        every = trainer.config_value("inspect_every_steps") or 0
         log_completions = bool(getattr(trainer.args, "log_completions", False))
         if not every and not log_completions:
             return None
-        return cls(every, trainer._arg("inspect_num_prompts"), trainer._arg("inspect_high_entropy"), log_completions)
+        return cls(
+            every,
+            trainer.config_value("inspect_num_prompts"),
+            trainer.config_value("inspect_high_entropy"),
+            log_completions,
+        )
 
     def view_due(self, trainer) -> bool:
         """Whether the rollouts being generated now get a view: training, and the first generation since the optimizer
         step count reached the next multiple of `every` (step 0 included)."""
-        if not self.every or trainer._mode != "train":
+        if not self.every or trainer.mode != "train":
             return False
         step = trainer.state.global_step
         if self._bucket is None and step > 0:
             # The first rollouts of a resumed run: follow the schedule of the uninterrupted run, whose previous
             # rollouts were sampled one rollout batch (in optimizer steps) earlier.
-            per_batch = trainer._generate_every / trainer.args.gradient_accumulation_steps
+            per_batch = trainer.micro_steps_per_rollout_batch / trainer.args.gradient_accumulation_steps
             self._bucket = int((step - per_batch) // self.every)
         return step // self.every != self._bucket
 
@@ -147,7 +152,7 @@ def build_run(trainer, prompts, completion_ids, rows, rewards):
     tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
     size = trainer.num_generations
     groups = []
-    for start in range(0, min(len(prompts), size * trainer._arg("inspect_num_prompts")), size):
+    for start in range(0, min(len(prompts), size * trainer.config_value("inspect_num_prompts")), size):
         group = PromptGroup(prompt=prompts[start], prompt_text=_prompt_text(prompts[start]))
         for i in range(start, min(start + size, len(prompts))):
             ids = list(completion_ids[i])

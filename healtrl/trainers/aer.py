@@ -245,7 +245,7 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
                 f"accuracy_reward '{self.args.accuracy_reward}' is not a reward function of this trainer; choose one "
                 f"of {self.reward_func_names}."
             )
-        self._init_control(self.args.controller_update, measure=self.args.entropy_normalization)
+        self.init_entropy_control(self.args.controller_update, measure=self.args.entropy_normalization)
         self.alpha = float(self.args.alpha_init)
         self.initial_entropy: float | None = self.args.initial_entropy
 
@@ -272,7 +272,7 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
 
     def rollout_columns(self, rewards_per_func: torch.Tensor, num_generations: int) -> dict[str, torch.Tensor]:
         accuracy = self._group_accuracy(rewards_per_func, num_generations)
-        if self._mode == "train":
+        if self.mode == "train":
             per_prompt = accuracy[::num_generations]
             coef = self._coefficients(per_prompt, self.alpha)
             self.log_metric("aer/positive_coef_frac", (coef > 0).float().mean())
@@ -285,7 +285,7 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
     # -- eq. 7: the entropy term from the loss forward -------------------------------------------------------------
     def extra_loss(self, batch: LossBatch):
         if batch.mode == "train":
-            self._record_entropy(batch)
+            self.record_entropy(batch)
         accuracy = batch.inputs.get(GROUP_ACCURACY_KEY)
         if batch.mode == "train":
             self.log_metric("aer/alpha", self.alpha)
@@ -364,9 +364,9 @@ class AERTrainer(EntropyControlMixin, EntropyGRPOTrainer):
 
     # -- checkpointed state ------------------------------------------------------------------------------------------
     def method_state(self):
-        return {"alpha": self.alpha, "initial_entropy": self.initial_entropy, **self._control_state()}
+        return {"alpha": self.alpha, "initial_entropy": self.initial_entropy, **super().method_state()}
 
     def load_method_state(self, state):
+        super().load_method_state(state)
         self.alpha = float(state["alpha"])
         self.initial_entropy = state["initial_entropy"]
-        self._load_control_state(state)

@@ -1,6 +1,6 @@
 """`EntropyGRPOTrainer`: TRL's `GRPOTrainer` with four levers that the method trainers of healtrl override.
 
-The levers (ARCHITECTURE.md, "The levers") are hooks; the base implementation of each one is a no-op, and with all of
+The levers (ARCHITECTURE.md, "The method contract") are hooks; the base implementation of each one is a no-op, and with all of
 them off the trainer reproduces TRL's loss, gradients and metrics exactly (`tests/test_parity.py` checks it against
 TRL).
 
@@ -21,8 +21,10 @@ Beside the levers, the TRL boundary (`_trl/`, which this class derives from) off
 around generation: `rollout_columns` (per-completion columns from the gathered rewards, e.g. AER's group accuracy),
 `finish_generation_batch` (the local batch after scoring, e.g. OPEFO's whole-batch statistics) and
 `rollout_stats_needed`, the one request for per-token statistics of the rollouts (log p, entropy, power sums), which
-the boundary provides from the cheapest source as `rollout_stats`; and one policy forward, `policy_forward`, for any
-extra no-grad pass.
+the boundary provides from the cheapest source and hands to `finish_generation_batch`; and one policy forward,
+`policy_forward`, for any extra no-grad pass. Every hook a method may implement and every accessor it may read is
+listed once, with its arguments and when it runs, in `contract.py` (`tests/test_method_contract.py` holds the method
+files to it).
 
 TRL's `_compute_loss` is never copied: the levers hook into the two things it does in a fixed order (the policy
 forward, then reading `inputs["advantages"]`), which `healtrl._compat` pins by refusing untested TRL releases. Every
@@ -41,8 +43,9 @@ Drop-in for `trl.GRPOTrainer` (README, "TRL compatibility"; `tests/test_trl_comp
 - TRL's own construction errors come first: healtrl checks an optional extra where TRL or transformers would need it
   (the `report_to` backends just before transformers builds its callbacks, vLLM where TRL imports it, liger-kernel
   after TRL's constructor has validated the model, e.g. refused an adapter on the LM head).
-- The overrides of TRL's methods read healtrl's fields through `_arg`, which falls back to the field's default, so a
-  subclass or a test double whose `args` carries only TRL's fields takes TRL's path and meets TRL's errors.
+- The overrides of TRL's methods read healtrl's fields through `config_value`, which falls back to the field's
+  default, so a subclass or a test double whose `args` carries only TRL's fields takes TRL's path and meets TRL's
+  errors.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ from transformers import TrainerCallback
 from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
-from .._compat import MissingExtraError, is_available, missing_extra, require
+from .. import checkpoints
+from .._compat import MissingExtraError, check_report_to, is_available, missing_extra, require
 from ..model_card import GRPO_PAPER
 from ._card import CardDescription, ModelCardMixin
 from ._inspect_hooks import RolloutInspector
@@ -236,6 +240,10 @@ class EntropyGRPOConfig(GRPOConfig):
         metadata={"help": "Threshold in nats of the logged entropy/high_share (default ln 2, a fair coin flip)."},
     )
 
+    def on_policy_inert(self) -> list[str]:
+        """Config hook (`contract.CONFIG_HOOKS`): a text per setting with no effect at one update per rollout batch."""
+        return []
+
     def __post_init__(self):
         check_choices(self)  # every field with `choices` in its metadata, the method configs' included
         from ._inspect_hooks import check_inspect_fields
@@ -351,6 +359,19 @@ class _StepEndCallback(TrainerCallback):
             trainer.optimizer_step_end(closed)
 
 
+class _CheckpointFiles:
+    """healtrl's checkpoint files (`healtrl.checkpoints`: the completion marker, written last, and atomic writes), as
+    the TRL boundary uses them (`_trl.hooks.CheckpointFiles`)."""
+
+    marker_file = checkpoints.MARKER_FILE
+    write_json = staticmethod(checkpoints.write_json_atomic)
+    torch_save = staticmethod(checkpoints.torch_save_atomic)
+    sync_folder = staticmethod(checkpoints.fsync_dir)
+    marker = staticmethod(checkpoints.checkpoint_info)
+    is_complete = staticmethod(checkpoints.is_complete)
+    read_marker = staticmethod(checkpoints.read_marker)
+
+
 class EntropyGRPOTrainer(ModelCardMixin, TRLBoundary):
     """TRL's `GRPOTrainer` with the four levers of healtrl as overridable hooks (no-ops here).
 
@@ -377,6 +398,10 @@ class EntropyGRPOTrainer(ModelCardMixin, TRLBoundary):
     # Set by `__init__`; class-level defaults keep TRL's paths working on an instance built without it (a test double).
     _open_step_sums: dict[str, torch.Tensor] = {}
     _closed_step_sums: dict[str, torch.Tensor] = {}
+    _checkpoint_files = _CheckpointFiles()
+
+    def _before_trainer_callbacks(self, args) -> None:
+        check_report_to(args.report_to)  # a missing backend's extra, named before transformers builds its callbacks
 
     def __init__(self, model, reward_funcs=None, args: EntropyGRPOConfig | None = None, train_dataset=None, **kwargs):
         args = self._resolve_args(model, args)
@@ -422,10 +447,10 @@ class EntropyGRPOTrainer(ModelCardMixin, TRLBoundary):
         self._augmentation_names = list(augmentations)
 
         self._entropy_flow = None
-        if self._arg("entropy_flow_diagnostics"):
+        if self.config_value("entropy_flow_diagnostics"):
             from ..diagnostics import EntropyFlowDiagnostics
 
-            self._entropy_flow = EntropyFlowDiagnostics(self._arg("entropy_flow_estimator"))
+            self._entropy_flow = EntropyFlowDiagnostics(self.config_value("entropy_flow_estimator"))
         self._guard = None
         if self.args.divergence_guard:  # healtrl/trainers/_guard.py
             from ._guard import DivergenceGuard
@@ -438,7 +463,7 @@ class EntropyGRPOTrainer(ModelCardMixin, TRLBoundary):
         self.add_callback(_StepEndCallback(self))
 
     # ------------------------------------------------------------------------------------------------------------
-    # Config: built, converted or checked once at construction; read through `_arg`
+    # Config: built, converted or checked once at construction; read through `config_value`
     # ------------------------------------------------------------------------------------------------------------
     def _resolve_args(self, model, args):
         """The config the trainer runs with, of class `config_class`.

@@ -54,8 +54,8 @@ from ._control import CONTROLLER_UPDATES, RandomStreamMixin, check_controller_up
 from ._general_data import DOMAIN_COLUMN, GENERAL_DOMAIN, TARGET_DOMAIN, GeneralDataConfig
 from ._mixing import combine_domains, load_general_dataset
 from ._papers import COV_PAPER, ENTROPY_ADV_PAPER
-from ._trl import aggregate_like_policy_loss
 from .base import EntropyGRPOTrainer, LossBatch
+from .contract import aggregate_like_policy_loss
 
 ENTROPY_METHODS = ("none", "clip_cov", "kl_cov", "entropy_adv")
 
@@ -227,7 +227,7 @@ class GRPOBaselineTrainer(RandomStreamMixin, EntropyGRPOTrainer):
             getattr(self.args, "controller_update", "optimizer_step") == "rollout_batch"
         )
         self._kl_cov_selected: torch.Tensor | None = None
-        if self.entropy_method == "kl_cov" and not self._trl_computes_old_logps():
+        if self.entropy_method == "kl_cov" and not self.trl_computes_old_logps():
             warnings.warn(
                 "KL-Cov on-policy: with one update per rollout batch (num_iterations=1 and steps_per_generation equal "
                 "to gradient_accumulation_steps) logp_old = logp, so the penalty beta * |logp - logp_old| and its "
@@ -237,7 +237,7 @@ class GRPOBaselineTrainer(RandomStreamMixin, EntropyGRPOTrainer):
                 stacklevel=2,
             )
         epsilon_high = getattr(self.args, "epsilon_high", None)
-        if epsilon_high is not None and epsilon_high != self.args.epsilon and not self._trl_computes_old_logps():
+        if epsilon_high is not None and epsilon_high != self.args.epsilon and not self.trl_computes_old_logps():
             warnings.warn(
                 f"Clip-Higher on-policy: with one update per rollout batch the importance ratio is 1, so epsilon_high "
                 f"{epsilon_high:g} != epsilon {self.args.epsilon:g} has no effect (the clip never acts) and the run "
@@ -295,7 +295,7 @@ class GRPOBaselineTrainer(RandomStreamMixin, EntropyGRPOTrainer):
                 self.args.clip_cov_lb,
                 self.args.clip_cov_ub,
                 exclude=upper | lower,
-                generator=self._next_generator(),
+                generator=self.next_generator(),
             )
             self.log_metric("cov/selected_tokens", selected.sum())
             return adv.masked_fill(selected, 0.0)
@@ -313,9 +313,3 @@ class GRPOBaselineTrainer(RandomStreamMixin, EntropyGRPOTrainer):
         term = aggregate_like_policy_loss(self, penalty * selected, batch.mask, batch)
         self.log_metric("cov/kl_penalty", term.detach())
         return term
-
-    def method_state(self):
-        return self._random_stream_state()
-
-    def load_method_state(self, state):
-        self._load_random_stream_state(state)

@@ -235,7 +235,7 @@ class HEALTrainer(EntropyGRPOTrainer):
         if (dataset is not None and dataset is not self.train_dataset) or self.args.mixing == "shuffle":
             return None  # TRL's sampler
         prompts_per_batch = self.args.generation_batch_size // self.num_generations
-        repeat = self._generate_every  # the repeat_count TRL 1.16 gives its `RepeatSampler`
+        repeat = self.micro_steps_per_rollout_batch  # the repeat_count TRL 1.16 gives its `RepeatSampler`
         target, general = self._domain_indices()
         if self.args.mixing == "interleave":
             # Target rows come first in a combined dataset; `interleave_order` works on positions, so map them back.

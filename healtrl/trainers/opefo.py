@@ -53,6 +53,7 @@ from ..functional.opefo import SIDES, opefo_flow_sums, opefo_lambda_from_sums, o
 from ._card import CardDescription
 from ._papers import OPEFO_PAPER
 from .base import EntropyGRPOConfig, EntropyGRPOTrainer, LossBatch
+from .contract import RolloutStats
 
 LAMBDA_MODES = ("adaptive", "static")
 
@@ -169,7 +170,7 @@ class OPEFOTrainer(EntropyGRPOTrainer):
     @property
     def _whole_batch_stats_at_generation(self) -> bool:
         """With gradient accumulation in training, lambda* needs the whole update batch before its first micro-batch."""
-        return self.model.training and self._arg("gradient_accumulation_steps") > 1
+        return self.model.training and self.config_value("gradient_accumulation_steps") > 1
 
     # ------------------------------------------------------------------------------------------------------------
     # Whole-update-batch statistics at generation time (gradient accumulation)
@@ -180,10 +181,9 @@ class OPEFOTrainer(EntropyGRPOTrainer):
             keys |= {"logp", "entropy"} | ({"sum_p2", "sum_p2_logp"} if self._estimator_needs_power_sums else set())
         return frozenset(keys)
 
-    def finish_generation_batch(self, output: dict[str, Any]) -> None:
+    def finish_generation_batch(self, output: dict[str, Any], stats: RolloutStats | None) -> None:
         if not self._whole_batch_stats_at_generation:
             return
-        stats = self.rollout_stats
         delta_h = token_entropy_change(
             stats["logp"],
             stats["entropy"],

@@ -163,7 +163,7 @@ class PosAdvTrainer(RandomStreamMixin, EntropyControlMixin, EntropyGRPOTrainer):
                 "schedule 'epoch' needs epochs (lambda = (e - 1) / (E - 1)), and a streaming IterableDataset has no "
                 "length, so the run has none. Use a map-style datasets.Dataset, or another schedule (stage, entropy)."
             )
-        self._init_control(self.args.controller_update, measure="token")
+        self.init_entropy_control(self.args.controller_update, measure="token")
         if self.args.schedule == "epoch":
             self.add_callback(_CheckEpochs())
         self.lam = float(self.args.lambda_init)
@@ -185,7 +185,7 @@ class PosAdvTrainer(RandomStreamMixin, EntropyControlMixin, EntropyGRPOTrainer):
 
     def shape_advantages(self, advantages: torch.Tensor, batch: LossBatch):
         if batch.mode == "train":
-            self._record_entropy(batch)
+            self.record_entropy(batch)
         else:
             return None  # evaluation loss: plain GRPO
         lam = self.current_lambda()
@@ -195,7 +195,7 @@ class PosAdvTrainer(RandomStreamMixin, EntropyControlMixin, EntropyGRPOTrainer):
         shaped = adv * posadv_token_weights(adv, lam, negative_weight)
         if self.args.schedule == "rand_pos_clip":
             # PosAdv App. E.2: zero the loss of a random subset of A > 0 tokens.
-            clip = rand_pos_clip_mask(adv, batch.mask, self.args.rand_pos_clip_ratio, self._next_generator())
+            clip = rand_pos_clip_mask(adv, batch.mask, self.args.rand_pos_clip_ratio, self.next_generator())
             shaped = shaped.masked_fill(clip, 0.0)
             self.log_metric("posadv/clipped_tokens", clip.sum())
         self.log_metric("posadv/lambda", lam)
@@ -210,9 +210,8 @@ class PosAdvTrainer(RandomStreamMixin, EntropyControlMixin, EntropyGRPOTrainer):
 
     # -- checkpointed state ------------------------------------------------------------------------------------------
     def method_state(self):
-        return {"lambda": self.lam, **self._control_state(), **self._random_stream_state()}
+        return {"lambda": self.lam, **super().method_state()}
 
     def load_method_state(self, state):
+        super().load_method_state(state)
         self.lam = float(state["lambda"])
-        self._load_control_state(state)
-        self._load_random_stream_state(state)

@@ -5,7 +5,11 @@ TRL reshapes `GRPOTrainer`'s private methods (`_generate_and_score_completions`,
 use here: the overrides of TRL's and transformers' private methods, the reads and writes of their private state
 (`_metrics`, `_step`, `_buffered_inputs`, ...), the imports of private names, and the functions that mirror TRL's
 internal logic, each citing the TRL 1.16 function it follows. Everything else in healtrl talks to the public hooks and
-accessors of `TRLBoundary`; `tests/test_trl_boundary.py` fails when another module names a TRL-private attribute.
+accessors of `TRLBoundary` (those a method may use are listed in `healtrl/trainers/contract.py`);
+`tests/test_trl_boundary.py` fails when another module names a TRL-private attribute. The package imports nothing of
+healtrl outside itself but `healtrl.functional` and `healtrl.kernels` (`tests/test_method_contract.py` checks): what
+it needs of the rest (the checkpoint files' format, the check of the `report_to` extras) the base trainer passes in
+through `BoundaryHooks`.
 A TRL upgrade is: read this package against the new release, run the suite (`healtrl._compat` refuses untested
 releases).
 
@@ -14,12 +18,16 @@ The package is split the way TRL's own methods are:
 - `hooks.py`: `BoundaryHooks`, every hook and attribute the boundary calls or reads on the trainer, with its default
   (the levers `shape_advantages`, `extra_loss`, `augment_rewards`; `train_sampler`, `rollout_columns`,
   `finish_generation_batch`, `rollout_stats_needed` (the one request for per-token rollout statistics),
-  `method_state` / `load_method_state`, `defer_trl_entropy`, ...), and `TRLCall`, the TRL call the boundary states it
-  is inside (`_compute_loss` or `_generate_and_score_completions`), which decides what a forward is, and
-  `generate_every`, the micro-batches one rollout batch lasts (the only place healtrl computes it);
+  `method_state` / `load_method_state`, `defer_trl_entropy`, ...) and the accessors every part reads (`config_value`,
+  `mode`, `log_metric`, `micro_steps_per_rollout_batch`, `at_rollout_boundary`); `TRLCall` and `CallState`, the TRL
+  call the boundary states it is inside (`_compute_loss` or `_generate_and_score_completions`) and what it has seen
+  there, which decides what a forward is; and `generate_every`, the micro-batches one rollout batch lasts (the only
+  place healtrl computes it);
 - `loss.py`: `_compute_loss` with levers 1 and 2 in its policy forward; `clip_status`, `aggregate_like_policy_loss`;
 - `generation.py`: `_generate_and_score_completions`, `_generate` and TRL's old-log-prob pass (the rollout statistics,
-  from the cheapest source), `_calculate_rewards` (lever 3), `_get_train_sampler`;
+  from the cheapest source), `_calculate_rewards` (lever 3), `_get_train_sampler`; `trl_computes_old_logps`;
+- `generation_stats.py`: `GenerationStats`, the rollout statistics read off the LM-head calls of transformers'
+  `generate`;
 - `checkpoint.py`: method state, resume in the middle of a rollout batch, the completion marker;
 - `lm_head.py`: the fused LM head through healtrl's kernel (`HealtrlLogProbFunction`, `healtrl_lm_head`), the power
   sums' layout, `policy_forward`;

@@ -17,7 +17,6 @@ from typing import Any
 from trl import GRPOTrainer
 from trl.trainer.base_trainer import _BaseTrainer
 
-from ..._compat import check_report_to
 from .checkpoint import CheckpointCalls
 from .generation import GenerationCalls
 from .hooks import TRLCall
@@ -27,12 +26,13 @@ from .loss import LossCalls
 class _ExtrasAfterTRLChecks(_BaseTrainer):
     """Runs between TRL's `GRPOTrainer.__init__` and transformers' `Trainer.__init__` (it follows `GRPOTrainer` in the
     MRO of `TRLBoundary`): TRL has validated the model, PEFT and reward setup by then, and transformers is about to
-    build the `report_to` callbacks, which would fail on a missing backend with its own message."""
+    build the `report_to` callbacks, which would fail on a missing backend with its own message. Calls the trainer's
+    `_before_trainer_callbacks(args)` there (`hooks.BoundaryHooks`; `EntropyGRPOTrainer` checks the extras)."""
 
     def __init__(self, *args, **kwargs):
         training_args = kwargs.get("args")
         if training_args is not None:
-            check_report_to(training_args.report_to)
+            self._before_trainer_callbacks(training_args)
         super().__init__(*args, **kwargs)
 
 

@@ -6,7 +6,8 @@ count. `CheckpointCalls` (a part of `TRLBoundary`) overrides transformers' `_sav
 `_load_optimizer_and_scheduler`: the marker records the count and the batch layout; when a checkpoint falls inside a
 rollout batch every process also saves its part of the batch (`healtrl_rollout_buffer_rank{r}.pt`), so that the
 resumed run takes the same updates as an uninterrupted one. The method's `method_state` goes to `healtrl_state.json`,
-the divergence guard's state into the marker.
+the divergence guard's state into the marker. The files' format (the marker, atomic writes) is `healtrl.checkpoints`,
+passed in by the base trainer as `_checkpoint_files` (`hooks.CheckpointFiles`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from .hooks import BoundaryHooks
+from .hooks import BoundaryHooks, CheckpointFiles
 
 STATE_FILE = "healtrl_state.json"
 ROLLOUT_BUFFER_FILE = "healtrl_rollout_buffer_rank{rank}.pt"
@@ -27,15 +28,11 @@ ROLLOUT_BUFFER_FILE = "healtrl_rollout_buffer_rank{rank}.pt"
 class CheckpointCalls(BoundaryHooks):
     """transformers' checkpoint save and load, with healtrl's state and rollout position (a part of `TRLBoundary`)."""
 
-    def _at_rollout_boundary(self) -> bool:
-        """Whether the micro-batches done so far (TRL's `_step`) end a rollout batch."""
-        return self._step % self._generate_every == 0
-
     def _rollout_position(self) -> dict[str, Any]:
         return {
             "micro_steps": int(self._step),
-            "micro_steps_per_rollout_batch": self._generate_every,
-            "mid_rollout": not self._at_rollout_boundary() and self._buffered_inputs is not None,
+            "micro_steps_per_rollout_batch": self.micro_steps_per_rollout_batch,
+            "mid_rollout": not self.at_rollout_boundary() and self._buffered_inputs is not None,
         }
 
     def _mid_rollout_state(self) -> dict[str, Any]:
@@ -55,14 +52,22 @@ class CheckpointCalls(BoundaryHooks):
     def _rollout_buffer_path(self, checkpoint: str) -> str:
         return os.path.join(checkpoint, ROLLOUT_BUFFER_FILE.format(rank=self.accelerator.process_index))
 
+    def _files(self) -> CheckpointFiles:
+        files = self._checkpoint_files
+        if files is None:
+            raise RuntimeError(
+                f"{type(self).__name__} has no checkpoint files (`_checkpoint_files`, set by EntropyGRPOTrainer): the "
+                "TRL boundary cannot write or read healtrl's checkpoint marker without them."
+            )
+        return files
+
     def _save_checkpoint(self, model, trial):
         from transformers.trainer import rotate_checkpoints
 
-        from ...checkpoints import MARKER_FILE, _fsync_dir, checkpoint_info, torch_save_atomic, write_json_atomic
-
+        files = self._files()
         run_dir = self._get_output_dir(trial=trial)
         output_dir = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
-        marker = os.path.join(output_dir, MARKER_FILE)
+        marker = os.path.join(output_dir, files.marker_file)
         if self._guard is not None:
             self._guard.check_weights(self)  # never write a checkpoint of a model with NaN/inf weights
         if self.args.should_save and os.path.exists(marker):
@@ -77,17 +82,17 @@ class CheckpointCalls(BoundaryHooks):
             self.args.save_total_limit = limit
         state = self.method_state()
         if state and self.args.should_save:
-            write_json_atomic(os.path.join(output_dir, STATE_FILE), state)
+            files.write_json(os.path.join(output_dir, STATE_FILE), state)
         rollout = self._rollout_position()
         if rollout["mid_rollout"]:
             os.makedirs(output_dir, exist_ok=True)
-            torch_save_atomic(self._mid_rollout_state(), self._rollout_buffer_path(output_dir))
+            files.torch_save(self._mid_rollout_state(), self._rollout_buffer_path(output_dir))
         self.accelerator.wait_for_everyone()  # every process's files are written
         if self.args.should_save:
-            _fsync_dir(output_dir)
+            files.sync_folder(output_dir)
             extra = {"guard": self._guard.state()} if self._guard is not None else {}
-            write_json_atomic(marker, checkpoint_info(self, {**rollout, **extra}))
-            _fsync_dir(output_dir)
+            files.write_json(marker, files.marker(self, {**rollout, **extra}))
+            files.sync_folder(output_dir)
             rotate_checkpoints(
                 output_dir=run_dir,
                 save_total_limit=limit,
@@ -99,8 +104,7 @@ class CheckpointCalls(BoundaryHooks):
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is None:
             return
-        from ...checkpoints import is_complete, read_marker
-
+        files = self._files()
         path = os.path.join(checkpoint, STATE_FILE)
         if os.path.exists(path):
             with open(path) as f:
@@ -110,21 +114,21 @@ class CheckpointCalls(BoundaryHooks):
                 f"Resuming {type(self).__name__} from {checkpoint}, which has no {STATE_FILE}: the method's state "
                 "(coefficients, schedules) cannot be restored. Resume from a checkpoint this trainer wrote."
             )
-        if is_complete(checkpoint):
-            self._restore_rollout_position(read_marker(checkpoint), checkpoint)
+        if files.is_complete(checkpoint):
+            self._restore_rollout_position(files.read_marker(checkpoint), checkpoint)
 
     def _restore_rollout_position(self, info: dict[str, Any], checkpoint: str) -> None:
         if self._guard is not None and info.get("guard"):
             self._guard.load_state(info["guard"])
         micro_steps = int(info.get("micro_steps", 0))
-        saved_every = int(info.get("micro_steps_per_rollout_batch", self._generate_every))
+        saved_every = int(info.get("micro_steps_per_rollout_batch", self.micro_steps_per_rollout_batch))
         if not info.get("mid_rollout"):  # saved at a rollout-batch boundary: the next step generates
-            self._step = micro_steps if micro_steps % self._generate_every == 0 else 0
+            self._step = micro_steps if micro_steps % self.micro_steps_per_rollout_batch == 0 else 0
             return
-        if saved_every != self._generate_every:
+        if saved_every != self.micro_steps_per_rollout_batch:
             raise ValueError(
                 f"The checkpoint was written in the middle of a rollout batch of {saved_every} micro-batches, but this "
-                f"run's rollout batches have {self._generate_every} (steps_per_generation * num_iterations). Resume "
+                f"run's rollout batches have {self.micro_steps_per_rollout_batch} (steps_per_generation * num_iterations). Resume "
                 "with the checkpoint's steps_per_generation and num_iterations."
             )
         path = self._rollout_buffer_path(checkpoint)

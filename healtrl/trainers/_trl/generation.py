@@ -4,12 +4,13 @@
 
 - provides the rollout statistics the trainer asks for (`rollout_stats_needed`, plus "entropy" on the entropy views'
   steps) from the cheapest source, decided in `_generate` (`_stats_plan`): TRL's old-log-prob pass when
-  TRL runs it (its first policy forward in the call, `_trl_computes_old_logps`, taken through `_old_logps_forward`),
-  else the generation's own LM-head logits when transformers generates (`_generation_stats.GenerationStats` hooks the
-  LM head around `_generate`), else one no-grad forward over the rollouts; what it provided is `rollout_stats`, naming
-  its source;
+  TRL runs it (its first policy forward in the call, `trl_computes_old_logps`, taken through `_old_logps_forward`),
+  else the generation's own LM-head logits when transformers generates (`generation_stats.GenerationStats` hooks the
+  LM head around `_generate`), else one no-grad forward over the rollouts; what it provided (a `RolloutStats`, naming
+  its source) is kept in the call's state (`CallState.rollout_stats`) and handed to `finish_generation_batch`;
 - adds the reward augmentations (lever 3) to `_calculate_rewards`' gathered rewards, and the entropy views' rollouts;
-- puts `rollout_columns` into the local batch and calls `finish_generation_batch` before TRL buffers it.
+- puts `rollout_columns` (from the gathered rewards, `CallState.gathered_rewards`) into the local batch and calls
+  `finish_generation_batch(batch, stats)` before TRL buffers it.
 
 `generate_and_score` runs the call without the batch hooks; `fsdp_helper` hands out TRL's FSDP helper.
 """
@@ -23,8 +24,8 @@ from typing import Any
 import torch
 from trl.trainer.utils import pad
 
-from .._generation_stats import GenerationStats
 from .batches import ROLLOUT_STAT_KEYS, ROLLOUT_STAT_SOURCES, RolloutBatch, RolloutStats
+from .generation_stats import GenerationStats
 from .hooks import CallState, TRLCall
 from .lm_head import LMHeadForwards
 
@@ -48,7 +49,6 @@ class GenerationCalls(LMHeadForwards):
     _stats_captured: tuple[str, dict[str, torch.Tensor]] | None = None  # (source, per-token values), not yet padded
     _warned_generation_stats = False
     _stats_sources_logged: frozenset = frozenset()
-    _gathered_rewards: torch.Tensor | None = None
     _skip_batch_hooks = False
     _step_entropies = None  # (local, local mask, gathered, gathered mask) rollout entropies of this batch
 
@@ -62,24 +62,23 @@ class GenerationCalls(LMHeadForwards):
             self._skip_batch_hooks = False
 
     def _generate_and_score_completions(self, inputs):
-        self._gathered_rewards = None
-        self.rollout_stats = None
-        with self._inside(TRLCall.GENERATE_AND_SCORE):
+        with self._inside(TRLCall.GENERATE_AND_SCORE) as call:
             output = super()._generate_and_score_completions(inputs)
-        rewards, self._gathered_rewards = self._gathered_rewards, None
         if self._skip_batch_hooks:
             self._stats_captured = None
             return output
-        if self._stats_keys and self.rollout_stats is None:  # not needed by the rewards: provide it now
-            self.rollout_stats = self._provide_rollout_stats()
-        num_generations = self.num_generations if self._mode == "train" else self.num_generations_eval
+        stats = call.rollout_stats
+        if self._stats_keys and stats is None:  # not needed by the rewards: provide it now
+            stats = self._provide_rollout_stats()
+        num_generations = self.num_generations if self.mode == "train" else self.num_generations_eval
+        rewards = call.gathered_rewards
         columns = self.rollout_columns(rewards, num_generations) if rewards is not None else {}
         if columns:
             local = output["advantages"].size(0)
             start = self.accelerator.process_index * local
             for name, values in columns.items():
                 output[name] = values[start : start + local].to(output["advantages"].device)
-        self.finish_generation_batch(output)
+        self.finish_generation_batch(output, stats)
         return output
 
     def _get_train_sampler(self, dataset=None):
@@ -92,12 +91,12 @@ class GenerationCalls(LMHeadForwards):
     def _is_old_logps_pass(self, call: CallState, model) -> bool:
         """Whether a forward TRL runs now is its old-log-prob pass: the first policy forward of
         `_generate_and_score_completions`, which TRL 1.16 runs (before the reference forward) only when
-        `_trl_computes_old_logps`."""
+        `trl_computes_old_logps`."""
         return (
             call.call is TRLCall.GENERATE_AND_SCORE
             and not call.old_logps_done
             and model is self.model
-            and self._trl_computes_old_logps()
+            and self.trl_computes_old_logps()
         )
 
     def _old_logps_forward(self, call: CallState, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
@@ -118,10 +117,13 @@ class GenerationCalls(LMHeadForwards):
         self._stats_captured = ("old_logps", values)
         return logps, entropies, aux
 
-    def _trl_computes_old_logps(self) -> bool:
+    def trl_computes_old_logps(self) -> bool:
+        """Whether TRL runs its old-log-prob pass over each rollout batch: when the batch serves more than one update
+        (`gradient_accumulation_steps` is not a multiple of `micro_steps_per_rollout_batch`) or vLLM's
+        importance-sampling correction is on. False: every update is on-policy, logp_old = logp."""
         # Mirrors the condition in TRL 1.16's `_generate_and_score_completions` under which it runs a no-grad policy
         # forward over the rollouts (old log-probs); `tests/test_levers.py` checks the entropies match either way.
-        return self.args.gradient_accumulation_steps % self._generate_every != 0 or (
+        return self.args.gradient_accumulation_steps % self.micro_steps_per_rollout_batch != 0 or (
             self.use_vllm and self.vllm_importance_sampling_correction
         )
 
@@ -131,13 +133,13 @@ class GenerationCalls(LMHeadForwards):
         # output run as in TRL); TRL's old-log-prob pass, when it runs, gives the statistics without any hook.
         return (
             getattr(self, "rollout_func", None) is None
-            and self._arg("rollout_entropy_source") == "auto"
+            and self.config_value("rollout_entropy_source") == "auto"
             and not getattr(self, "use_vllm", False)
             and not getattr(self, "use_transformers_paged", False)
             and not getattr(self, "use_transformers_continuous_batching", False)
             and not getattr(self, "tools", None)
             and not getattr(self, "_is_vlm", False)
-            and not self._trl_computes_old_logps()
+            and not self.trl_computes_old_logps()
         )
 
     # ------------------------------------------------------------------------------------------------------------
@@ -183,9 +185,7 @@ class GenerationCalls(LMHeadForwards):
                 )
         self._stats_plan = None
         if self._stats_keys:
-            self._stats_plan = (
-                "generation" if readable else "old_logps" if self._trl_computes_old_logps() else "forward"
-            )
+            self._stats_plan = "generation" if readable else "old_logps" if self.trl_computes_old_logps() else "forward"
         self._rollout_ids = (outputs[0], outputs[1])
         return outputs
 
@@ -200,7 +200,7 @@ class GenerationCalls(LMHeadForwards):
         if captured is None:
             prompt_ids, prompt_mask = self._pad_ids(prompt_ids_list, "left")
             batch_size = (
-                self.args.per_device_train_batch_size if self._mode == "train" else self.args.per_device_eval_batch_size
+                self.args.per_device_train_batch_size if self.mode == "train" else self.args.per_device_eval_batch_size
             )
             forward = self.policy_forward(
                 torch.cat([prompt_ids, completion_ids], dim=1),
@@ -239,8 +239,20 @@ class GenerationCalls(LMHeadForwards):
         rewards_per_func = self._augmented_rewards(inputs, prompts, completions, completion_ids_list)
         if self._inspect is not None and self._step_entropies is not None:
             self._inspect.on_rollouts(self, prompts, completion_ids_list, rewards_per_func, self._step_entropies)
-        self._gathered_rewards = rewards_per_func  # for `rollout_columns`
+        self._generation_call().gathered_rewards = rewards_per_func  # for `rollout_columns`
         return rewards_per_func
+
+    def _generation_call(self) -> CallState:
+        """The state of the `_generate_and_score_completions` call running now (TRL 1.16 calls `_calculate_rewards`
+        only inside it); a RuntimeError otherwise, rather than results that no hook would receive."""
+        call = self._call
+        if call is None or call.call is not TRLCall.GENERATE_AND_SCORE:
+            raise RuntimeError(
+                "TRL computed rewards outside GRPOTrainer._generate_and_score_completions; healtrl's reward and "
+                "generation-batch hooks follow TRL 1.16, which computes them only inside it. Read "
+                "healtrl/trainers/_trl/generation.py against this TRL release."
+            )
+        return call
 
     def _augmented_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -250,8 +262,9 @@ class GenerationCalls(LMHeadForwards):
 
         entropies = entropy_mask = None
         if wants_entropies:
-            self.rollout_stats = self._provide_rollout_stats()
-            local_entropies, local_mask = self.rollout_stats["entropy"], self.rollout_stats.mask
+            stats = self._provide_rollout_stats()
+            self._generation_call().rollout_stats = stats  # for `finish_generation_batch`
+            local_entropies, local_mask = stats["entropy"], stats.mask
             entropies = self.accelerator.gather(self.accelerator.pad_across_processes(local_entropies, dim=1))
             entropy_mask = self.accelerator.gather(self.accelerator.pad_across_processes(local_mask, dim=1))
             if self.needs_rollout_entropies:  # a metric of every step; the views' steps log `entropy/mean` instead
@@ -269,7 +282,7 @@ class GenerationCalls(LMHeadForwards):
             inputs=gather_object(list(inputs)),
             rewards_per_func=rewards_per_func,
             reward_func_names=list(self.reward_func_names),
-            num_generations=self.num_generations if self._mode == "train" else self.num_generations_eval,
+            num_generations=self.num_generations if self.mode == "train" else self.num_generations_eval,
             entropies=entropies if self.needs_rollout_entropies else None,
             entropy_mask=entropy_mask if self.needs_rollout_entropies else None,
         )

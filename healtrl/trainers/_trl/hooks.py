@@ -3,6 +3,9 @@
 `BoundaryHooks` declares, with the default each one has, every method and attribute the boundary's overrides of TRL's
 private methods call on the trainer. `EntropyGRPOTrainer` (`base.py`) and the method trainers override them; none of
 them is TRL's. Reading the boundary therefore needs no other file: a hook that is not declared here is not called.
+Which of them a method trainer may override, and which accessors it may read, is listed once, in
+`healtrl/trainers/contract.py`; the `_`-prefixed names here are the base trainer's (`base.py` sets them), not a
+method's.
 
 `TRLCall` names the TRL call the boundary is inside. The boundary states it (`BoundaryHooks._inside`) around each TRL
 method it wraps, so a forward through `_get_per_token_logps_and_entropies` knows what it is from the call it runs in,
@@ -56,6 +59,12 @@ class CallState:
     batch: LossBatch | None = None
     #: GENERATE_AND_SCORE: whether TRL's old-log-prob pass (its first policy forward there) has run.
     old_logps_done: bool = False
+    #: GENERATE_AND_SCORE: the rollout statistics provided for this generation batch (None until provided, and when
+    #: none were requested); handed to `finish_generation_batch`.
+    rollout_stats: RolloutStats | None = None
+    #: GENERATE_AND_SCORE: the gathered rewards (B_global, n_reward_funcs) `_calculate_rewards` returned, for
+    #: `rollout_columns`.
+    gathered_rewards: torch.Tensor | None = None
 
 
 class Guard(Protocol):
@@ -72,6 +81,21 @@ class Inspector(Protocol):
 
     def wants_entropies(self, trainer) -> bool: ...
     def on_rollouts(self, trainer, prompts, completion_ids, rewards_per_func, step_entropies) -> None: ...
+
+
+class CheckpointFiles(Protocol):
+    """healtrl's checkpoint files (`healtrl.checkpoints`), as the boundary writes and reads them; `base.py` passes them
+    in (`BoundaryHooks._checkpoint_files`), so that the boundary imports nothing of healtrl outside `_trl/`."""
+
+    #: The completion marker's file name, written last into a complete checkpoint folder.
+    marker_file: str
+
+    def write_json(self, path: str, obj: Any) -> None: ...  # atomic: a reader sees the old file or the new one
+    def torch_save(self, obj: Any, path: str) -> None: ...  # atomic, as `write_json`
+    def sync_folder(self, path: str) -> None: ...  # fsync the folder's entries
+    def marker(self, trainer, rollout: dict[str, Any]) -> dict[str, Any]: ...  # the marker's content
+    def is_complete(self, folder: str) -> bool: ...
+    def read_marker(self, folder: str) -> dict[str, Any]: ...
 
 
 class FlowDiagnostics(Protocol):
@@ -101,7 +125,7 @@ class BoundaryHooks:
     """
 
     # -- state the trainer sets in `__init__` -----------------------------------------------------------------------
-    #: The config class; `_arg` falls back to its field defaults.
+    #: The config class; `config_value` falls back to its field defaults.
     config_class: type
     #: Reward columns filled by `augment_rewards` (set from `get_reward_augmentations`).
     _augmentation_names: tuple[str, ...] | list[str] = ()
@@ -111,6 +135,8 @@ class BoundaryHooks:
     _inspect: Inspector | None = None
     #: Entropy-flow diagnostics, or None: updated with each `LossBatch` (estimator "exact" needs the power sums).
     _entropy_flow: FlowDiagnostics | None = None
+    #: healtrl's checkpoint files (marker, atomic writes): set by `EntropyGRPOTrainer`; None refuses to save or resume.
+    _checkpoint_files: CheckpointFiles | None = None
     #: Extra reward columns this trainer fills in `augment_rewards`: name -> weight in the summed reward.
     reward_augmentations: dict[str, float] = {}
     #: Hold TRL's adaptive entropy coefficient update (`use_adaptive_entropy`) until the last micro-batch of each
@@ -131,8 +157,13 @@ class BoundaryHooks:
         finally:
             self._call = outer
 
-    # -- config and TRL state read by every part of the boundary ---------------------------------------------------
-    def _arg(self, name: str):
+    def _before_trainer_callbacks(self, args) -> None:
+        """Called once during construction, after TRL's `GRPOTrainer.__init__` has checked the model, PEFT and reward
+        setup and before transformers' `Trainer.__init__` builds the `report_to` callbacks. `EntropyGRPOTrainer`
+        checks the optional extras of the `report_to` backends here."""
+
+    # -- accessors: config and TRL state read by every part of the boundary, and by the methods --------------------
+    def config_value(self, name: str):
         """Config field `name`: `self.args.<name>`, or the field's default in `config_class` when `self.args` lacks it
         (a plain `GRPOConfig` or a test double carrying only TRL's fields), so TRL's code paths run unchanged."""
         args = getattr(self, "args", None)
@@ -141,19 +172,26 @@ class BoundaryHooks:
         return field_default(self.config_class, name)
 
     @property
-    def _mode(self) -> str:
+    def mode(self) -> str:
+        """The key of TRL's metric buffer now: "train" while the model is in training mode, else "eval"."""
         return "train" if self.model.training else "eval"
 
     def log_metric(self, name: str, value: float | torch.Tensor) -> None:
         """Log a scalar through TRL's metric buffer (averaged per logging step, sent to every `report_to` backend)."""
         if isinstance(value, torch.Tensor):
             value = value.item()
-        self._metrics[self._mode][name].append(float(value))
+        self._metrics[self.mode][name].append(float(value))
 
     @property
-    def _generate_every(self) -> int:
+    def micro_steps_per_rollout_batch(self) -> int:
         """Micro-batches per rollout batch (TRL generates once every this many `training_step`s): `generate_every`."""
         return generate_every(self.args.steps_per_generation, self.num_iterations)
+
+    def at_rollout_boundary(self) -> bool:
+        """Whether the micro-batches done so far (TRL's `_step`) end a rollout batch: true after the last micro-batch
+        of each rollout batch (and before the first), so read after an optimizer step it says whether that step
+        ended the rollout batch."""
+        return self._step % self.micro_steps_per_rollout_batch == 0
 
     # -- lever 1 and 2: the loss forward ----------------------------------------------------------------------------
     def shape_advantages(self, advantages: torch.Tensor, batch: LossBatch) -> torch.Tensor | None:
@@ -185,7 +223,7 @@ class BoundaryHooks:
     @property
     def needs_rollout_entropies(self) -> bool:
         """Whether `augment_rewards` receives per-token rollout entropies (`RolloutBatch.entropies`)."""
-        return bool(self._arg("rollout_entropy"))
+        return bool(self.config_value("rollout_entropy"))
 
     # -- the one request for rollout statistics ---------------------------------------------------------------------
     def rollout_stats_needed(self) -> frozenset[str]:
@@ -193,16 +231,12 @@ class BoundaryHooks:
         policy that generated it, this trainer needs; asked once per generation batch, before generating.
 
         The boundary provides them from the cheapest source (TRL's old-log-prob pass when TRL runs it, else the
-        generation's own LM-head logits when transformers generates, else one no-grad forward), as `rollout_stats`
-        (`batches.RolloutStats`, which names its source) for `finish_generation_batch`, and, for "entropy", as
-        `RolloutBatch.entropies` for `augment_rewards` when `needs_rollout_entropies`. Default: the entropies when
+        generation's own LM-head logits when transformers generates, else one no-grad forward), as the `stats`
+        argument of `finish_generation_batch` (`batches.RolloutStats`, which names its source), and, for "entropy",
+        as `RolloutBatch.entropies` for `augment_rewards` when `needs_rollout_entropies`. Default: the entropies when
         `needs_rollout_entropies`, else nothing. The entropy views add "entropy" on their steps.
         """
         return frozenset({"entropy"}) if self.needs_rollout_entropies else frozenset()
-
-    #: What the boundary provided for the last generation batch (None when nothing was requested); read it in
-    #: `finish_generation_batch`.
-    rollout_stats: RolloutStats | None = None
 
     # -- lever 4: data ----------------------------------------------------------------------------------------------
     def train_sampler(self, dataset):
@@ -216,10 +250,10 @@ class BoundaryHooks:
         stores each process's slice in its local batch."""
         return {}
 
-    def finish_generation_batch(self, batch: dict[str, Any]) -> None:
+    def finish_generation_batch(self, batch: dict[str, Any], stats: RolloutStats | None) -> None:
         """Called with the local generation batch (TRL's output of `_generate_and_score_completions`, after the
-        `rollout_columns`) before TRL buffers it; may add per-completion or per-token entries. `rollout_stats` holds
-        what `rollout_stats_needed` asked for."""
+        `rollout_columns`) before TRL buffers it; may add per-completion or per-token entries. `stats` holds what
+        `rollout_stats_needed` asked for (None when it asked for nothing)."""
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def method_state(self) -> dict[str, Any]:

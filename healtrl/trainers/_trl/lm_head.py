@@ -141,7 +141,7 @@ class LMHeadForwards(BoundaryHooks):
 
     def _lm_head(self, power_sums: bool = False):
         """Context in which TRL's fused LM head computes with the kernel chosen by `logprob_kernel`."""
-        if self._arg("logprob_kernel") == "trl":
+        if self.config_value("logprob_kernel") == "trl":
             if power_sums:
                 raise ValueError(
                     f"{type(self).__name__} needs the power sums sum_v p^2 and sum_v p^2 log p, which only healtrl's "

@@ -100,7 +100,8 @@ class LossCalls(LMHeadForwards):
             self.defer_trl_entropy
             and self.model.training
             and self.accelerator.sync_gradients
-            and (self._step + 1) % self._generate_every != 0  # this micro-batch does not end the rollout batch
+            and (self._step + 1) % self.micro_steps_per_rollout_batch
+            != 0  # this micro-batch does not end the rollout batch
         )
         if not self._deferring:
             return self._compute_loss_with_levers(model, inputs)
@@ -125,7 +126,7 @@ class LossCalls(LMHeadForwards):
         if extra is not None:
             normalizer = self.current_gradient_accumulation_steps if batch.mode == "train" else 1.0
             loss = loss + extra / normalizer
-        if self._guard is not None and self._mode == "train":
+        if self._guard is not None and self.mode == "train":
             self._guard.record(batch, loss)
         return loss
 
@@ -151,7 +152,7 @@ class LossCalls(LMHeadForwards):
             mask=mask,
             advantages=inputs["advantages"],
             inputs=inputs,
-            mode=self._mode,
+            mode=self.mode,
             sum_p2=sum_p2,
             sum_p2_logp=sum_p2_logp,
         )
