@@ -38,7 +38,7 @@ shape, and why it cannot hand the work to them:
    the text exactly as typed.
 5. An `adjust` hook between reading and building (the dry run replaces GPU-only settings on a CPU and says so),
    the run's `config.yaml` that reproduces it (`ResolvedConfig.to_yaml`), and `--help` listing the chosen trainer's
-   fields with their types.
+   fields with their types (for healtrl's own trainers the text shipped for the installed versions, `help_text`).
 
 What is TRL's and used as it is: the dataclasses themselves (`trl.ModelConfig`, the trainers' `GRPOConfig`
 subclasses, with their `__post_init__` checks, whose errors are re-raised naming the values involved) and the reading
@@ -69,6 +69,7 @@ from ._coerce import _accepts_bool, _to_plain, coerce_value, describe_type
 from ._errors import ConfigError
 from ._ranges import check_ranges
 from ._required import _check_output_dir, _check_required
+from .help_text import shipped_help
 from .script_args import ScriptArguments
 
 __all__ = [
@@ -157,9 +158,7 @@ def route_fields(classes: dict[str, type]) -> dict[str, str]:
     return routes
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Command line
-# ----------------------------------------------------------------------------------------------------------------
+# Command line -----------------------------------------------------------------------------------------------------
 @dataclass
 class _CommandLine:
     config_path: str | None = None
@@ -372,6 +371,9 @@ def resolve(
             if not values or len(values) != 1:
                 raise ConfigError("`--trainer` needs one value, the trainer's name, e.g. `--trainer grpo`.")
             trainer_name, trainer_source = values[0], "on the command line"
+    if cli.help and registry is None and (text := shipped_help(trainer_name, prog)) is not None:
+        print(text, end="")  # healtrl's own trainers: the text shipped for these versions (`help_text`)
+        raise SystemExit(0)
     if trainer_name is None and cli.help:
         print(format_help(None, registry=registry, prog=prog))
         raise SystemExit(0)

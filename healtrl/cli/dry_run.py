@@ -23,7 +23,7 @@ from ._checks import (  # noqa: F401
 )
 from ._common import _error, _plain
 from ._run_data import _datasets_to_check, resolve_train_repeats
-from .config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, resolve
+from .config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve
 
 # ----------------------------------------------------------------------------------------------------------------
 # --dry_run
@@ -366,12 +366,14 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
     Returns:
         0 when the config is valid, 2 otherwise.
     """
-    from healtrl.data import check_columns, get_reward_funcs, reward_columns
-    from healtrl.trainers import get_trainer_classes, method_fields
-
     file = file or sys.stdout
     report = _DryRun()
     try:
+        if _split_argv(argv).help:  # `--dry_run --help`: the help text, before the trainers' imports
+            resolve(argv, default=DEFAULT_CONFIG_YAML, prog=prog)
+        from healtrl.data import check_columns, get_reward_funcs, reward_columns
+        from healtrl.trainers import get_trainer_classes, method_fields
+
         resolved = resolve(argv, default=DEFAULT_CONFIG_YAML, prog=prog, adjust=_environment_adjust(report))
     except ConfigError as exc:
         return _error(str(exc))
