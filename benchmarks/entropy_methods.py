@@ -35,63 +35,11 @@ from healtrl import (
     PosAdvConfig,
     PosAdvTrainer,
 )
+from healtrl.study.methods import trainer_runs
 from healtrl.toy import reproduce_entropy_collapse
 
-# name -> (trainer, config, overrides, note)
-RUNS = {
-    "grpo": (EntropyGRPOTrainer, EntropyGRPOConfig, {}, "TRL GRPO"),
-    "aer": (AERTrainer, AERConfig, {}, "tau 0.4, rho 0.2, eta 0.005, alpha_0 0"),
-    "aer_fast": (AERTrainer, AERConfig, {"alpha_init": 0.01, "eta": 0.02}, "toy-tuned: alpha_0 0.01, eta 0.02"),
-    "posadv_entropy": (PosAdvTrainer, PosAdvConfig, {"schedule": "entropy"}, "delta 0.2, Delta 0.05, lambda_0 0"),
-    "posadv_stage": (PosAdvTrainer, PosAdvConfig, {"schedule": "stage"}, ""),
-    "posadv_epoch": (PosAdvTrainer, PosAdvConfig, {"schedule": "epoch"}, "100 steps per epoch"),
-    "pos_only": (PosAdvTrainer, PosAdvConfig, {"schedule": "positive_only"}, "A>0 tokens only"),
-    "neg_only": (PosAdvTrainer, PosAdvConfig, {"schedule": "negative_only"}, "A<0 tokens only"),
-    "rand_pos_clip": (PosAdvTrainer, PosAdvConfig, {"schedule": "rand_pos_clip"}, "ratio 2e-4 (1 token/step)"),
-    "clip_cov": (
-        GRPOBaselineTrainer,
-        GRPOBaselineConfig,
-        {"entropy_method": "clip_cov", "epsilon": 1.0, "epsilon_high": 1.0},
-        "ratio 2e-4, cov in (1, 5), clip 1",
-    ),
-    "kl_cov": (
-        GRPOBaselineTrainer,
-        GRPOBaselineConfig,
-        {"entropy_method": "kl_cov", "kl_cov_ratio": 0.02, "num_iterations": 2, "epsilon": 1e4, "epsilon_high": 1e4},
-        "ratio 0.02 (2e-3 selects 0 of ~250 tokens), 2 updates/batch, no clip",
-    ),
-    # KL-Cov at the paper's k (Cui et al. 2025, Table 5: kl_cov_ratio 0.002, coefficient 1) and without ratio
-    # clipping; the off-policy updates that make its KL term non-zero come from the caller (steps_per_generation).
-    "kl_cov_paper": (
-        GRPOBaselineTrainer,
-        GRPOBaselineConfig,
-        {"entropy_method": "kl_cov", "kl_cov_ratio": 0.002, "epsilon": 1e4, "epsilon_high": 1e4},
-        "ratio 0.002 (paper), no clip",
-    ),
-    "kl_cov_k02": (
-        GRPOBaselineTrainer,
-        GRPOBaselineConfig,
-        {"entropy_method": "kl_cov", "kl_cov_ratio": 0.02, "epsilon": 1e4, "epsilon_high": 1e4},
-        "ratio 0.02, no clip",
-    ),
-    "entropy_adv": (GRPOBaselineTrainer, GRPOBaselineConfig, {"entropy_method": "entropy_adv"}, "alpha 0.4, kappa 2"),
-    "entropy_loss": (EntropyGRPOTrainer, EntropyGRPOConfig, {"entropy_coef": 0.01}, "TRL entropy_coef 0.01"),
-    "skywork_adaptive": (
-        EntropyGRPOTrainer,
-        EntropyGRPOConfig,
-        {
-            "use_adaptive_entropy": True,
-            "entropy_target": 0.2,
-            "entropy_coef": 0.0,
-            "entropy_coef_delta": 1e-4,
-            "entropy_coef_min": 0.0,
-            "entropy_coef_max": 0.005,
-        },
-        "target 0.2, delta 1e-4, max 0.005",
-    ),
-    "clip_higher": (EntropyGRPOTrainer, EntropyGRPOConfig, {"epsilon_high": 0.28}, "eps 0.2 / 0.28"),
-    "80_20": (EntropyGRPOTrainer, EntropyGRPOConfig, {"top_entropy_quantile": 0.2}, "top 20% entropy tokens"),
-}
+# name -> (trainer, config, overrides, note): the study's table of these runs (healtrl.study.methods.RUN_CONFIGS)
+RUNS = trainer_runs()
 
 
 def window_means(history, steps, window, key):

@@ -18,6 +18,9 @@ over the `--window` logged steps ending at the step), and at the end avg@16 / pa
     python benchmarks/heal_toy.py                          # 3 seeds x 2 data regimes x 3 methods (about 20 min)
     python benchmarks/heal_toy.py --seeds 0 --steps 100    # quick look
     python benchmarks/heal_toy.py --overhead               # HEAL's training step vs the base trainer's
+
+The runs are built as the study builds its `grpo`, `hybrid` and `heal` runs (`make_heal_family_trainer` of
+`healtrl.study.runs`, the world and data of `healtrl.study.world`), without the study's entropy-flow logging.
 """
 
 from __future__ import annotations
@@ -34,143 +37,25 @@ import warnings
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # `tests.helpers` (--overhead)
 
-MODEL = "healtrl-toy/qwen2-add+compare"
+# The world, its data and the trainers of the grpo / hybrid / heal runs are the study's (healtrl.study); overhead.py
+# imports `general_pool` and `target_data` from here.
+from healtrl.study.runs import make_heal_family_trainer as make_trainer  # noqa: E402
+from healtrl.study.world import (  # noqa: E402
+    GENERAL_ENTROPY,
+    MODEL,
+    REGIMES,
+    TARGET_ENTROPY,
+    TARGET_REWARD,
+    general_pool,
+    held_out_pass_at,
+    target_data,
+    toy_args,
+)
+
 STEPS_SHOWN = (1, 50, 100, 200, 300, 500, 1000)
 METHODS = ("grpo", "hybrid", "heal")
-REGIMES = {"few_shot": 8, "full": 80}
-
-# The worlds these scripts run in: target family -> model (warmed up on target + general), general family (None: no
-# HEAL / Hybrid), completion budget, data regimes (target problems), and the pool the regimes draw from.
-WORLDS = {
-    "add": dict(model=MODEL, general="compare", completion=4, regimes=REGIMES, pool=80),
-    "mul": dict(model="healtrl-toy/qwen2-mul", general=None, completion=4, regimes=REGIMES, pool=80),
-    # The reasoning world (healtrl.toy.world, issue #26): Countdown with written-out steps; sum chains as general data.
-    "countdown": dict(
-        model="healtrl-toy/qwen2-countdown+sumchain",
-        general="sumchain",
-        completion=32,
-        regimes={"few_shot": 16, "full": 256},
-        pool=256,
-    ),
-}
-
-
-def toy_args(config_cls, output_dir, steps, seed, world: str = "add", **overrides):
-    from healtrl.toy.collapse import toy_grpo_config
-
-    kwargs = dict(seed=seed, logging_steps=1, disable_tqdm=True, max_completion_length=WORLDS[world]["completion"])
-    kwargs.update(overrides)
-    return toy_grpo_config(output_dir, steps=steps, config_cls=config_cls, **kwargs)
-
-
-def target_data(n: int, seed: int, repeat: bool = True, family: str = "add"):
-    from healtrl.data import load_train_dataset
-
-    # The world's pool of training problems (for "add": the 80 training additions; 20 are held out), `n` of them.
-    pool = WORLDS[family]["pool"]
-    rows = load_train_dataset(f"healtrl-toy/{family}", split="train", num_samples=pool, seed=0)
-    rows = rows.shuffle(seed=seed).select(range(n))
-    if not repeat:
-        return rows
-    # TRL draws whole batches of distinct rows: repeat a small set so that an epoch holds several batches.
-    from datasets import concatenate_datasets
-
-    return concatenate_datasets([rows] * max(1, 160 // n))
-
-
-def general_pool(world: str = "add"):
-    from healtrl.data import load_train_dataset
-
-    spec = WORLDS[world]
-    return load_train_dataset(f"healtrl-toy/{spec['general']}", split="train", num_samples=spec["pool"], seed=0)
-
-
-def select_general(seed: int, top_k: int, workdir: str, world: str = "add"):
-    from healtrl.selection import select_general_data
-
-    pool = os.path.join(workdir, f"general-pool-{world}")
-    if not os.path.exists(pool):
-        general_pool(world).save_to_disk(pool)
-    return select_general_data(
-        WORLDS[world]["model"],
-        pool,
-        reward="toy",
-        output_dir=os.path.join(workdir, f"select-{seed}" if world == "add" else f"select-{world}-{seed}"),
-        num_rollouts=8,
-        top_k=top_k,
-        temperature=1.0,
-        max_new_tokens=WORLDS[world]["completion"],
-        batch_size=80,
-        seed=seed,
-        progress=False,
-    )
-
-
-def make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str, selected: dict, world: str = "add",
-                 **overrides):  # fmt: skip
-    """The trainer (printing callback removed) and tokenizer of one run: `method` in METHODS, `regime` in REGIMES.
-
-    Args:
-        method: "grpo", "hybrid" or "heal" (module docstring).
-        regime: "few_shot" (8 target problems) or "full" (80).
-        seed: Seed of the target subset, the general subset / selection and the trainer.
-        steps: Optimizer steps.
-        workdir: Folder for the trainer output and the general-data selection (`select-<seed>`).
-        selected: In-process cache seed -> selected general data, filled on first use.
-        world: A key of WORLDS (its model, data, general family and completion budget).
-        **overrides: Further config fields of every trainer.
-
-    Returns:
-        `(trainer, tokenizer)`.
-    """
-    from transformers import set_seed
-
-    from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer, HEALConfig, HEALTrainer
-    from healtrl.toy import load_toy_model
-    from healtrl.toy.tasks import toy_reward
-
-    spec = WORLDS[world]
-    model, tokenizer = load_toy_model(spec["model"])
-    # GRPO needs at least a batch of distinct rows: its small target set is repeated. HEAL's pool is not (8 target
-    # rows + 32 general: the paper's 32 + 384 scaled down, one shuffled pool; the reasoning world: 16 + 64).
-    n_target = spec["regimes"][regime]
-    n_general = 4 * spec["regimes"]["few_shot"]
-    target = target_data(n_target, seed, repeat=method == "grpo", family=world)
-    out = os.path.join(workdir, f"{method}-{regime}-{seed}" if world == "add" else f"{method}-{world}-{regime}-{seed}")
-    set_seed(seed)
-    if method == "grpo":
-        trainer = EntropyGRPOTrainer(
-            model=model,
-            reward_funcs=toy_reward,
-            args=toy_args(EntropyGRPOConfig, out, steps, seed, world, rollout_entropy=True, **overrides),
-            train_dataset=target,
-            processing_class=tokenizer,
-        )
-    else:
-        if spec["general"] is None:
-            raise ValueError(f"{method} needs a general domain; the {world} world has none.")
-        if method == "hybrid":
-            general = general_pool(world).shuffle(seed=seed).select(range(n_general))
-        else:
-            if seed not in selected:
-                selected[seed] = select_general(seed, n_general, workdir, world)
-            general = selected[seed]
-        trainer = HEALTrainer(
-            model=model,
-            reward_funcs=toy_reward,
-            args=toy_args(
-                HEALConfig, out, steps, seed, world, eda_weight=0.0 if method == "hybrid" else 1.0, **overrides
-            ),
-            train_dataset=target,
-            general_dataset=general,
-            processing_class=tokenizer,
-        )
-    from transformers import PrinterCallback
-
-    trainer.remove_callback(PrinterCallback)  # the tables below are the output
-    return trainer, tokenizer
 
 
 def run(method: str, regime: str, seed: int, steps: int, workdir: str, selected: dict):
@@ -180,29 +65,6 @@ def run(method: str, regime: str, seed: int, steps: int, workdir: str, selected:
     seconds = time.perf_counter() - t0
     held_out = held_out_accuracy(trainer.model, tokenizer, seed)
     return trainer.state.log_history, held_out, seconds
-
-
-def held_out_pass_at(model, tokenizer, seed: int, k: int = 16, family: str = "add") -> dict[int, float]:
-    """Unbiased pass@j (j = 1, 2, 4, ..., k) on the 20 held-out problems of `family`, k samples each at temperature 1.
-
-    Args:
-        model: The trained policy (put in eval mode).
-        tokenizer: Its tokenizer.
-        seed: Sampling seed.
-        k: Samples per problem.
-        family: Toy task family, a key of WORLDS ("add": the 20 held-out additions).
-
-    Returns:
-        j -> mean over problems of pass@j; pass@1 equals avg@k.
-    """
-    from healtrl.evaluation import evaluate
-
-    model.eval()
-    results = evaluate(
-        model, [f"toy-{family}"], k=k, tokenizer=tokenizer, temperature=1.0, max_new_tokens=WORLDS[family]["completion"],
-        seed=seed, split="test", progress=False,
-    )  # fmt: skip
-    return dict(results.tasks[f"toy-{family}"].pass_at)
 
 
 def held_out_accuracy(model, tokenizer, seed: int, k: int = 16) -> tuple[float, float]:
@@ -217,11 +79,6 @@ def window_mean(history, step, window, keys):
         if xs:
             return sum(xs) / len(xs)
     return float("nan")
-
-
-TARGET_ENTROPY = ("heal/entropy_target", "rollout/entropy")
-GENERAL_ENTROPY = ("heal/entropy_general",)
-TARGET_REWARD = ("heal/reward_target", "rewards/toy_reward/mean")
 
 
 def fmt(x: float) -> str:

@@ -1,25 +1,21 @@
-"""`benchmarks/claims.py`: the papers' claims, each against its control (issues #26 and #40): the claims are the
-pre-registered ones, their quotes are the papers', and the statistics, windows, intervals and verdict rule behave as
-the module docstring states, on synthetic runs."""
+"""`healtrl.study.claims` (`healtrl study --claims`, `benchmarks/claims.py`): the papers' claims, each against its
+control (issues #26 and #40): the claims are the pre-registered ones, their quotes are the papers', and the
+statistics, windows, intervals and verdict rule behave as the module docstring states, on synthetic runs."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
 import re
 import statistics
-import sys
 
 import pytest
 
+from healtrl.study import claims, command
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-_spec = importlib.util.spec_from_file_location("bench_claims", os.path.join(ROOT, "benchmarks", "claims.py"))
-claims = importlib.util.module_from_spec(_spec)
-sys.modules["bench_claims"] = claims  # dataclasses look their module up
-_spec.loader.exec_module(claims)
 
 SEEDS = (0, 1, 2, 3, 4)
 STUDY = "benchmarks/results/reasoning_study"
@@ -29,7 +25,7 @@ STUDY = "benchmarks/results/reasoning_study"
 # Synthetic runs
 # ---------------------------------------------------------------------------------------------------------------------
 def _run(method, regime, steps, seed, entropy, pass_at=None, **series):
-    """A run record as `toy_study.py` caches it (the fields the claims read)."""
+    """A run record as the study caches it (`healtrl.study.runs.run_one`; the fields the claims read)."""
     assert len(entropy) == steps
     return {
         "method": method,
@@ -524,7 +520,7 @@ MISSING = "opefo"  # no runs of this method: its claim is not measured
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    """claims.py's command on synthetic runs of every arm but OPEFO's: the results, the folder, the README."""
+    """The claims' command on synthetic runs of every arm but OPEFO's: the results, the folder, the README."""
     root = tmp_path_factory.mktemp("study")
     runs = root / "runs"
     runs.mkdir()
@@ -537,7 +533,7 @@ def study(tmp_path_factory):
     out = root / "res" / "claims.md"
     out.parent.mkdir()
     argv = ["--runs", str(runs), "--output", str(out), "--diagnostics", "diagnostics.md", "--readme", str(readme)]
-    results = claims.main(argv)
+    results = command.claims_main(argv)
     return results, root
 
 
@@ -599,6 +595,24 @@ def test_main_writes_claims_md_and_claims_json(study):
     assert set(by_id["aer-pass-at-k"]["details"]) == {str(k) for k in claims.PASS_K}
 
 
+def test_healtrl_study_claims_writes_what_the_script_writes(study, tmp_path):
+    """`healtrl study --claims` is the script's command: the same claims.json but for the command it names; the
+    verdict rule in it is the docstring's section, ending before the docstring's commands."""
+    from healtrl.cli import main
+
+    _, root = study
+    out = tmp_path / "claims.md"
+    argv = ["--runs", str(root / "runs"), "--output", str(out), "--diagnostics", "diagnostics.md"]
+    assert main(["study", "--claims", *argv]) == 0
+    doc = json.loads((tmp_path / "claims.json").read_text())
+    script = json.loads((root / "res" / "claims.json").read_text())
+    assert doc["written_by"] == "healtrl study --claims " + " ".join(argv)
+    assert script["written_by"].startswith("python benchmarks/claims.py --runs ")
+    assert {k: v for k, v in doc.items() if k != "written_by"} == {k: v for k, v in script.items() if k != "written_by"}
+    assert doc["verdict_rule"].endswith("they are shown with their label and do not set the\nclaim's verdict.")
+    assert f"Written by `healtrl study --claims {' '.join(argv)}`" in out.read_text()
+
+
 def test_table_links_a_diagnostic_for_every_verdict_but_held_and_escapes_pipes(study):
     results, _ = study
     assert {r.verdict for r in results} >= {"held", "not held", "not measured"}
@@ -640,7 +654,7 @@ def test_readme_table_is_the_claims_table_and_the_option_rewrites_the_readme(stu
     with pytest.raises(ValueError, match="no claims table"):
         claims.readme_table("# nothing\n", "res")
     with pytest.raises(SystemExit):
-        claims.main(["--runs", str(root / "runs"), "--readme", str(root / "README.md")])
+        command.claims_main(["--runs", str(root / "runs"), "--readme", str(root / "README.md")])
     assert "give --output too" in capsys.readouterr().err
 
 

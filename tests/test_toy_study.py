@@ -1,4 +1,5 @@
-"""Smoke test of the reproduction study `benchmarks/toy_study.py`: a 2-step subset in-process, then a cached re-run."""
+"""Smoke test of the study (`healtrl.study`, `healtrl study`; `benchmarks/toy_study.py` wraps it): a 2-step subset
+in-process, then a cached re-run; the command line's checks; the report from a synthetic cache; a user's trainer."""
 
 from __future__ import annotations
 
@@ -6,15 +7,11 @@ import json
 import math
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import toy_study  # noqa: E402
+from healtrl.study import claims, command, methods, report, runs, world
 
 METHODS = ("grpo", "heal", "kl_cov")  # kl_cov logs rollout entropies every other step (2 updates per batch)
 
@@ -31,68 +28,68 @@ def table_rows(markdown: str) -> dict[str, list[str]]:
 
 def test_window_mean_and_spread_by_hand():
     values = [1.0, None, 3.0, 5.0]
-    assert toy_study.window_mean(values, 4, 2) == 4.0  # steps 3-4
-    assert toy_study.window_mean(values, 2, 2) == 1.0  # steps 1-2, step 2 not logged
-    assert math.isnan(toy_study.window_mean([None, None], 2, 2))
-    assert toy_study.spread([0.2, 0.4, 0.3]) == "0.300 (0.200-0.400)"
-    assert toy_study.spread([float("nan"), 0.5]) == "0.500"
-    assert toy_study.spread([float("nan")]) == "—"
-    assert toy_study.smooth([2.0, 4.0, None, 8.0], 2) == [2.0, 3.0, 4.0, 8.0]
+    assert report.window_mean(values, 4, 2) == 4.0  # steps 3-4
+    assert report.window_mean(values, 2, 2) == 1.0  # steps 1-2, step 2 not logged
+    assert math.isnan(report.window_mean([None, None], 2, 2))
+    assert report.spread([0.2, 0.4, 0.3]) == "0.300 (0.200-0.400)"
+    assert report.spread([float("nan"), 0.5]) == "0.500"
+    assert report.spread([float("nan")]) == "—"
+    assert report.smooth([2.0, 4.0, None, 8.0], 2) == [2.0, 3.0, 4.0, 8.0]
 
 
 def test_bad_arguments_are_named():
     with pytest.raises(SystemExit):
-        toy_study.parse_args(["--steps", "0"])
+        command.parse_args(["--steps", "0"])
     with pytest.raises(SystemExit):
-        toy_study.parse_args(["--methods", "no_such_method"])
+        command.parse_args(["--methods", "no_such_method"])
 
 
 def test_pairs_choose_the_runs_and_are_checked():
-    args = toy_study.parse_args(["--task", "countdown", "--pairs", "heal:few_shot", "aer:full", "heal:few_shot"])
+    args = command.parse_args(["--task", "countdown", "--pairs", "heal:few_shot", "aer:full", "heal:few_shot"])
     assert args.pairs == [("heal", "few_shot"), ("aer", "full")]
     assert args.methods == ["heal", "aer"] and args.regimes == ["few_shot", "full"]
-    # 'claims': the pairs benchmarks/claims.py reads at --steps (the study's 85, set A's 175, set B's 140)
-    args = toy_study.parse_args(["--task", "countdown", "--pairs", "claims", "--steps", "85"])
-    assert args.pairs == list(toy_study.claims.CLAIM_PAIRS)
+    # 'claims': the pairs the claims read at --steps (the study's 85, set A's 175, set B's 140)
+    args = command.parse_args(["--task", "countdown", "--pairs", "claims", "--steps", "85"])
+    assert args.pairs == list(claims.CLAIM_PAIRS)
     for steps in (85, 140, 175):
-        args = toy_study.parse_args(["--task", "countdown", "--pairs", "claims", "--steps", str(steps)])
-        assert args.pairs == list(toy_study.claims.claim_pairs(steps)) and args.pairs, steps
-        assert {m for m, _ in args.pairs} <= set(toy_study.METHODS), steps  # every claim arm is a study method
-    assert toy_study.claims.claim_pairs(175) == (("grpo", "full"), ("aer", "full"))
+        args = command.parse_args(["--task", "countdown", "--pairs", "claims", "--steps", str(steps)])
+        assert args.pairs == list(claims.claim_pairs(steps)) and args.pairs, steps
+        assert {m for m, _ in args.pairs} <= set(methods.METHODS), steps  # every claim arm is a study method
+    assert claims.claim_pairs(175) == (("grpo", "full"), ("aer", "full"))
     # the claims' 140-step arms are the paper regime: 4 optimizer steps per rollout batch, full data
-    for method, regime in toy_study.claims.claim_pairs(140):
-        assert regime == "full" and toy_study.WORLD_OVERRIDES["countdown"][method]["steps_per_generation"] == 4
+    for method, regime in claims.claim_pairs(140):
+        assert regime == "full" and methods.WORLD_OVERRIDES["countdown"][method]["steps_per_generation"] == 4
     # 'all': every trainer and baseline in both regimes, then the claims' (ablation) pairs, each once
-    args = toy_study.parse_args(["--task", "countdown", "--pairs", "all", "--steps", "85"])
-    every = {(m, r) for m in toy_study.STUDY_METHODS for r in toy_study.REGIMES}
-    assert set(args.pairs) == every | set(toy_study.claims.CLAIM_PAIRS) and len(args.pairs) == len(set(args.pairs))
+    args = command.parse_args(["--task", "countdown", "--pairs", "all", "--steps", "85"])
+    every = {(m, r) for m in methods.STUDY_METHODS for r in world.REGIMES}
+    assert set(args.pairs) == every | set(claims.CLAIM_PAIRS) and len(args.pairs) == len(set(args.pairs))
     assert {"grpo", "hybrid", "heal", "aer", "posadv", "opefo", "rand_pos_clip", "clip_cov", "kl_cov"} <= {
         m for m, _ in every
     }
     assert not any(m.startswith("opefo_") for m, _ in args.pairs)  # OPEFO's Table 2 variants stay opt-in
     for bad in ("heal", "heal:some", "nope:full"):
         with pytest.raises(SystemExit):
-            toy_study.parse_args(["--pairs", bad])
+            command.parse_args(["--pairs", bad])
 
 
 def test_study_subset_writes_table_and_figure_and_reuses_cache(tmp_path, monkeypatch):
     argv = ["--steps", "2", "--seeds", "0", "--regimes", "few_shot", "--jobs", "1", "--window", "2"]
     argv += ["--methods", *METHODS, "--output-dir", str(tmp_path), "--work-dir", str(tmp_path / "work")]
-    result = toy_study.main(argv)
+    result = command.main(argv)
     assert sorted(result["trained"]) == sorted((m, "few_shot", 0) for m in METHODS)
 
     png = Path(result["png"])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     markdown = Path(result["markdown"]).read_text()
     # entropy, reward and held-out pass@k figures, each written and linked from the report
-    assert [Path(p).name for p in result["figures"]] == list(toy_study.FIGURES) and len(result["figures"]) == 3
+    assert [Path(p).name for p in result["figures"]] == list(report.FIGURES) and len(result["figures"]) == 3
     for figure in result["figures"]:
         assert Path(figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"]({Path(figure).name})" in markdown
     rows = table_rows(markdown)
-    assert set(rows) == {toy_study.METHODS[m][0] for m in METHODS}
+    assert set(rows) == {methods.METHODS[m][0] for m in METHODS}
     for method in METHODS:
-        cells = rows[toy_study.METHODS[method][0]]
+        cells = rows[methods.METHODS[method][0]]
         numbers = [float(c) for c in cells[2:8]]  # reward, avg@16, pass@4, pass@16, entropy, s/run
         assert all(math.isfinite(x) for x in numbers), cells
         assert all(0.0 <= x <= 1.0 for x in numbers[:4]), cells
@@ -115,8 +112,8 @@ def test_study_subset_writes_table_and_figure_and_reuses_cache(tmp_path, monkeyp
     def no_training(*args, **kwargs):
         raise AssertionError("the re-run trained instead of reading the cache")
 
-    monkeypatch.setattr(toy_study, "run_one", no_training)
-    again = toy_study.main(argv)
+    monkeypatch.setattr(runs, "run_one", no_training)
+    again = command.main(argv)
     assert again["trained"] == []
     assert [os.path.getmtime(f) for f in files] == mtimes
     assert re.search(r"trained no run: all 3 were read from the cache", Path(again["markdown"]).read_text())
@@ -133,7 +130,7 @@ def _record(method, seed, entropy, reward, zero_std=None, controller=None):
 
 
 def test_fixed_steps_table_by_hand(monkeypatch):
-    monkeypatch.setattr(toy_study, "FIXED_STEPS", (2, 4))
+    monkeypatch.setattr(report, "FIXED_STEPS", (2, 4))
     records = {
         ("aer", "few_shot"): [
             _record(
@@ -143,7 +140,7 @@ def test_fixed_steps_table_by_hand(monkeypatch):
         # A run cached before the diagnostics existed: no zero_std / controller series.
         ("grpo", "few_shot"): [_record("grpo", 1, [0.9] * 5, [0.25] * 5)],
     }
-    lines = toy_study.fixed_steps_table(records, ["grpo", "aer"], ["few_shot"], steps=5, window=2)
+    lines = report.fixed_steps_table(records, ["grpo", "aer"], ["few_shot"], steps=5, window=2)
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     assert header == ["data", "method", "seed", "H@1", "H@2", "H@4", "H@5", "R@2", "R@4", "R@5",
                       "zero-std at 2/4/5", "alpha or lambda at the same steps"]  # fmt: skip
@@ -159,11 +156,11 @@ def test_fixed_steps_table_by_hand(monkeypatch):
 def test_other_task_rejects_methods_that_need_the_general_domain(capsys):
     for method in ("heal", "hybrid"):
         with pytest.raises(SystemExit):
-            toy_study.parse_args(["--task", "mul", "--methods", "grpo", method])
+            command.parse_args(["--task", "mul", "--methods", "grpo", method])
         assert f"--methods {method} need a general domain" in capsys.readouterr().err
-    args = toy_study.parse_args(["--task", "mul", "--methods", "grpo", "aer"])
+    args = command.parse_args(["--task", "mul", "--methods", "grpo", "aer"])
     assert args.task == "mul" and args.methods == ["grpo", "aer"]
-    assert "neg_only" not in toy_study.parse_args([]).methods  # the ablations are opt-in
+    assert "neg_only" not in command.parse_args([]).methods  # the ablations are opt-in
 
 
 @pytest.mark.slow  # study runs of the controllers (~12 s); test_study_subset_... stays default
@@ -171,7 +168,7 @@ def test_mul_task_records_the_controllers(tmp_path, capsys):
     argv = ["--task", "mul", "--steps", "2", "--seeds", "0", "--regimes", "few_shot", "--jobs", "1", "--window", "1"]
     argv += ["--methods", "grpo", "aer", "posadv", "neg_only", "--output-dir", str(tmp_path)]
     argv += ["--work-dir", str(tmp_path / "work")]
-    result = toy_study.main(argv)
+    result = command.main(argv)
     runs = {}
     for method in ("grpo", "aer", "posadv", "neg_only"):
         path = tmp_path / "toy_study_runs" / f"{method}-mul-few_shot-seed0-2steps.json"
@@ -198,20 +195,20 @@ def test_mul_task_records_the_controllers(tmp_path, capsys):
 def test_reasoning_world_subset_runs_and_records_the_entropy_flow(tmp_path, monkeypatch):
     """`--task countdown` (issue #26): the world's trainers, HEAL's selection on its general family, Clip-Higher's
     off-policy updates, the 32-token budget and the flow series, on a tiny stand-in for the world's model."""
-    from healtrl.toy import world
+    from healtrl.toy import world as toy_world
 
     tiny = dict(hidden_size=32, num_layers=1, num_heads=2, target_accuracy=0.9, max_steps=2, batch_size=8,
                 demo_rows=64, eval_every=2)  # fmt: skip
-    monkeypatch.setattr(world, "WORLD_BUILD", {**world.WORLD_BUILD, **tiny})
+    monkeypatch.setattr(toy_world, "WORLD_BUILD", {**toy_world.WORLD_BUILD, **tiny})
     monkeypatch.setenv("HEALTRL_CACHE", str(tmp_path / "cache"))
     methods = ("grpo", "heal", "clip_higher")
     argv = ["--task", "countdown", "--steps", "4", "--seeds", "0", "--regimes", "few_shot", "--jobs", "1"]
     argv += ["--methods", *methods, "--output-dir", str(tmp_path), "--work-dir", str(tmp_path / "work")]
-    result = toy_study.main(argv)
+    result = command.main(argv)
     assert sorted(result["trained"]) == sorted((m, "few_shot", 0) for m in methods)
     for method in methods:
         record = result["records"][(method, "few_shot")][0]
-        assert record["task"] == "countdown" and record["held_out"]["k"] == toy_study.K
+        assert record["task"] == "countdown" and record["held_out"]["k"] == world.K
         series = record["series"]
         assert all(v is not None for v in series["flow_net"]), method
         net = [i + d for i, d in zip(series["flow_increase"], series["flow_decrease"])]
@@ -220,3 +217,183 @@ def test_reasoning_world_subset_runs_and_records_the_entropy_flow(tmp_path, monk
     on_policy = result["records"][("grpo", "few_shot")][0]["series"]
     assert all(v == 0 for v in on_policy["flow_upper_clipped_net"])  # ratio 1: nothing is clipped on-policy
     assert all(v is not None for v in clip["flow_upper_clipped_net"])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# `healtrl study`: the command line, the report from a cache, a user's trainer
+# ---------------------------------------------------------------------------------------------------------------------
+def _cached(method, regime, seed, steps, task="countdown", level=0.5):
+    """A finished run as `runs.run_one` caches it, with synthetic numbers (entropy falling from 1 to `level`)."""
+    entropy = [1.0 - (1.0 - level) * t / (steps - 1) for t in range(steps)]
+    pass_at = {str(k): min(1.0, 0.2 + 0.05 * k + 0.01 * seed) for k in (1, 2, 4, 8, 16)}
+    return {
+        "format": runs.FORMAT,
+        "method": method,
+        "regime": regime,
+        "seed": seed,
+        "steps": steps,
+        "task": task,
+        "series": {"entropy_target": entropy, "reward_target": [0.1 * seed + 0.01 * t for t in range(steps)]},
+        "held_out": {"k": world.K, "scorer": "synthetic", "avg@k": pass_at["1"], "pass_at": pass_at},
+        "seconds": {"total": 10.0, "cpu": 9.0, "per_step": 1.0},
+        "finished": "2026-11-28T00:00:00",
+    }
+
+
+def _write_cache(folder: Path, records) -> None:
+    cache = folder / runs.RUNS_SUBDIR
+    cache.mkdir(parents=True, exist_ok=True)
+    for r in records:
+        path = runs.run_path(str(cache), r["method"], r["regime"], r["seed"], r["steps"], r["task"])
+        Path(path).write_text(json.dumps(r))
+
+
+def test_healtrl_study_help_names_the_options(capsys):
+    from healtrl.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["study", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: healtrl study")
+    for option in ("--pairs", "--report", "--trainer", "--config", "--output-dir", "--task"):
+        assert option in out, option
+    with pytest.raises(SystemExit) as exc:
+        main(["study", "--claims", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: healtrl study --claims") and "--diagnostics" in out
+
+
+def test_healtrl_study_report_from_a_synthetic_cache(tmp_path, monkeypatch):
+    """`healtrl study --report` (and its alias `--report-only`) writes the table and the figures from the cache alone,
+    names itself as the command, and refuses, naming the run, when one is missing."""
+    from healtrl.cli import main
+
+    steps = 6
+    records = [_cached(m, "full", s, steps, level=lv) for m, lv in (("grpo", 0.2), ("aer", 0.6)) for s in (0, 1)]
+    _write_cache(tmp_path, records)
+    monkeypatch.setattr(runs, "run_one", lambda *a, **k: pytest.fail("--report trained a run"))
+
+    def options(*seeds):
+        return ["--task", "countdown", "--methods", "grpo", "aer", "--regimes", "full", "--seeds", *seeds,
+                "--steps", str(steps), "--window", "2", "--output-dir", str(tmp_path),
+                "--work-dir", str(tmp_path / "w")]  # fmt: skip
+
+    assert main(["study", *options("0", "1"), "--report"]) == 0
+    markdown = (tmp_path / "toy_study.md").read_text()
+    assert f"Command: `healtrl study {' '.join(options('0', '1'))} --report`" in markdown
+    assert "This invocation trained no run: all 4 were read from the cache" in markdown
+    rows = {line.split(" | ")[1]: line for line in markdown.splitlines() if line.startswith("| full | ")}
+    assert {"GRPO", "AER"} <= set(rows)
+    # final entropy: the mean of the last 2 steps of the synthetic series (GRPO 1 -> 0.2: steps 5-6 are 0.36, 0.2)
+    assert "| 0.280 |" in rows["GRPO"]
+    assert "above GRPO's (0.280 (0.280-0.280)) on every one of the 2 seeds: AER 0.640 (0.640-0.640)" in markdown
+    for name in report.FIGURES:
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the same report through the script's alias; a missing run is named
+    assert command.main([*options("0", "1"), "--report-only"])["trained"] == []
+    with pytest.raises(SystemExit, match=r"2 runs are not in .*grpo/full/seed 2, aer/full/seed 2"):
+        main(["study", *options("0", "1", "2"), "--report"])
+
+
+USER_MODULE = '''
+from healtrl.trainers import EntropyGRPOTrainer
+
+
+class BonusTrainer(EntropyGRPOTrainer):
+    """A user's trainer: GRPO with TRL's entropy bonus (set in the YAML file)."""
+
+
+class NotATrainer:
+    pass
+'''
+
+
+@pytest.fixture
+def user_trainer(tmp_path, monkeypatch):
+    """`study_user_methods.BonusTrainer` importable from the current folder (tmp_path), a YAML file of its fields, and
+    METHODS restored afterwards (a user's trainer is registered into it)."""
+    (tmp_path / "study_user_methods.py").write_text(USER_MODULE)
+    (tmp_path / "fields.yaml").write_text("entropy_coef: 0.01\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    before = dict(methods.METHODS)
+    yield tmp_path
+    for key in set(methods.METHODS) - set(before):
+        del methods.METHODS[key]
+    __import__("sys").modules.pop("study_user_methods", None)
+
+
+def test_user_trainer_is_one_more_method_beside_grpo(user_trainer):
+    base = ["--task", "countdown", "--regimes", "full", "--seeds", "0", "--steps", "6"]
+    base += ["--output-dir", str(user_trainer), "--work-dir", str(user_trainer / "w")]
+    args = command.parse_args([*base, "--trainer", "study_user_methods:BonusTrainer", "--config", "fields.yaml"])
+    key = args.user["key"]
+    assert key.startswith("BonusTrainer-") and args.methods == ["grpo", key]
+    assert args.user["fields"] == {"entropy_coef": 0.01}
+    label, group, source, _, notes = methods.METHODS[key]
+    assert (label, group, source) == ("BonusTrainer", methods.USER_GROUP, "user") and "entropy_coef 0.01" in notes
+    # another config is another method (its own cache files); --pairs adds the user's method in the pairs' regimes
+    other = command.parse_args([*base, "--trainer", "study_user_methods:BonusTrainer"])
+    assert other.user["key"] != key and other.user["fields"] == {}
+    paired = command.parse_args([*base, "--trainer", "study_user_methods:BonusTrainer", "--pairs", "aer:few_shot"])
+    assert paired.pairs == [("aer", "few_shot"), (other.user["key"], "few_shot")]
+    # the report reads the user's runs like any method's
+    _write_cache(user_trainer, [_cached("grpo", "full", 0, 6, level=0.2), _cached(key, "full", 0, 6, level=0.7)])
+    argv = [
+        *base,
+        "--trainer",
+        "study_user_methods:BonusTrainer",
+        "--config",
+        "fields.yaml",
+        "--report",
+        "--window",
+        "2",
+    ]
+    markdown = Path(command.main(argv, prog="healtrl study", command="healtrl study")["markdown"]).read_text()
+    row = next(line for line in markdown.splitlines() if line.startswith("| full | BonusTrainer |"))
+    assert "`study_user_methods:BonusTrainer` (EntropyGRPOConfig): entropy_coef 0.01" in row
+    assert "on every one of the 1 seeds: BonusTrainer 0.730" in markdown
+
+
+@pytest.mark.parametrize(
+    "spec, fields, message",
+    [
+        ("study_user_methods", None, "write MODULE:CLASS"),
+        ("no_such_module_here:X", None, "cannot import no_such_module_here"),
+        ("study_user_methods:Missing", None, "has no attribute Missing"),
+        ("study_user_methods:NotATrainer", None, "is not a subclass of healtrl's EntropyGRPOTrainer"),
+        ("study_user_methods:BonusTrainer", "no_such_field: 1\n", "no_such_field are not fields of EntropyGRPOConfig"),
+    ],
+)
+def test_user_trainer_errors_are_named(user_trainer, capsys, spec, fields, message):
+    argv = [
+        "--task",
+        "countdown",
+        "--output-dir",
+        str(user_trainer),
+        "--work-dir",
+        str(user_trainer),
+        "--trainer",
+        spec,
+    ]
+    if fields is not None:
+        (user_trainer / "bad.yaml").write_text(fields)
+        argv += ["--config", "bad.yaml"]
+    with pytest.raises(SystemExit):
+        command.parse_args(argv)
+    assert message in capsys.readouterr().err
+
+
+def test_user_trainer_trains_through_the_study(user_trainer):
+    """Two 2-step runs in the add world, in this process: GRPO and the user's trainer, each cached with its trainer."""
+    argv = ["--steps", "2", "--seeds", "0", "--regimes", "few_shot", "--jobs", "1", "--window", "2"]
+    argv += ["--trainer", "study_user_methods:BonusTrainer", "--config", "fields.yaml"]
+    argv += ["--output-dir", str(user_trainer), "--work-dir", str(user_trainer / "work")]
+    result = command.main(argv)
+    key = next(m for m, _ in result["records"] if m != "grpo")
+    assert sorted(result["trained"]) == sorted([("grpo", "few_shot", 0), (key, "few_shot", 0)])
+    record = json.loads((user_trainer / "toy_study_runs" / f"{key}-few_shot-seed0-2steps.json").read_text())
+    assert record["trainer"] == "BonusTrainer" and record["user"]["fields"] == {"entropy_coef": 0.01}
+    assert all(v is not None for v in record["series"]["entropy_target"])

@@ -6,6 +6,7 @@ healtrl train                                                   # the main job: 
 python train.py --config configs/aer_qwen3_4b_deepscaler.yaml --dry_run --num_processes 32   # check, do not train
 healtrl eval --model outputs/toy_grpo --tasks toy-add --k 8 --max_new_tokens 4
 healtrl inspect --model healtrl-toy/qwen2-add --prompts task:toy-add --k 4 --max_new_tokens 6 --output_dir out/inspect
+healtrl study --task countdown --pairs claims --seeds 0 1 2 3 4 --steps 175 --output-dir out/study   # healtrl.study
 accelerate launch --config_file configs/accelerate/ddp_8gpu.yaml train.py --config my_run.yaml
 torchrun --nproc_per_node 2 train.py --config configs/toy_grpo.yaml --per_device_train_batch_size 64
 ```
@@ -75,6 +76,7 @@ SUBCOMMANDS = {
     "select": "Select general-domain data for HEAL by uncertainty x diversity (healtrl.selection).",
     "eval": "Evaluate a model on tasks: avg@k, pass@k and response length (healtrl.evaluation).",
     "inspect": "Sample completions and view their per-token entropies as HTML + PNG (healtrl.inspect_view).",
+    "study": "Every method on a toy world over seeds, its report, and the papers' claims (healtrl.study).",
 }
 
 
@@ -118,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         from .inspect import inspect_main
 
         return inspect_main(rest, prog="healtrl inspect")
+    if command == "study":
+        from .study import study_main
+
+        return study_main(rest, prog="healtrl study")
     import difflib
 
     close = difflib.get_close_matches(command, list(SUBCOMMANDS), n=1)
