@@ -22,21 +22,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
-import sys
 import time
 
 import torch
+from _bench import cpu_model, sync
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from healtrl.functional import eda_rewards, pairwise_entropy_similarity  # noqa: E402
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+from healtrl.functional import eda_rewards, pairwise_entropy_similarity
 
 
 def time_it(fn, device: torch.device, repeats: int, warmup: int) -> tuple[float, float, float | None]:
@@ -95,7 +87,7 @@ def main() -> None:
         "paper-half": lambda: eda_rewards(x, half, lengths=lengths, tile_elements=te),
         "reference": lambda: eda_rewards(x, is_target, lengths=lengths, mode="reference", tile_elements=te),
     }
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
     print(
         f"device {device} ({name}), torch {torch.__version__}, threads {torch.get_num_threads()}, {args.dtype}, "
         f"N={args.n}, lengths uniform in [{args.length // 2}, {args.length}] (mean {lengths.float().mean():.0f}), "

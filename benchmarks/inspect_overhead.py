@@ -30,15 +30,13 @@ import os
 import platform
 import shlex
 import statistics
-import sys
 import tempfile
 import time
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import torch  # noqa: E402
-from transformers import PrinterCallback, TrainerCallback  # noqa: E402
+import torch
+from _bench import cpu_model, quartiles, rotation
+from transformers import PrinterCallback, TrainerCallback
 
 DEFAULT_EVERY = 50
 
@@ -88,11 +86,6 @@ def run(every: int, steps: int, output_dir: str):
     return timer.times, trainer
 
 
-def quartiles(values):
-    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-    return q[0], q[2]
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -110,9 +103,7 @@ def main(argv=None):
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            order = [("on", args.every), ("off", 0)]
-            if r % 2:
-                order.reverse()
+            order = rotation([("on", args.every), ("off", 0)], r)
             means, times_of, done = {}, {}, []
             for name, every in order:
                 out = os.path.join(tmp, f"{name}-{r}")
@@ -143,8 +134,8 @@ def main(argv=None):
     minutes = (time.perf_counter() - started) / 60
     load_end = os.getloadavg()
     estimate = statistics.median(paired)
-    p_lo, p_hi = quartiles(paired)
-    lo, hi = quartiles(ratios)
+    p_lo, _, p_hi = quartiles(paired)
+    lo, _, hi = quartiles(ratios)
     if p_hi <= 1.05:
         verdict = "yes"
     elif p_lo > 1.05:
@@ -158,7 +149,7 @@ def main(argv=None):
         "# Training-time entropy views: step time on vs off (issue #18 item 2)",
         "",
         f"- date: {datetime.date.today().isoformat()}; wall time {minutes:.1f} min",
-        f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} logical cores shared with other "
+        f"- machine: {cpu_model()}, {os.cpu_count()} logical cores shared with other "
         f"jobs (load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end)",
         f"- versions: Python {platform.python_version()}, torch {torch.__version__}, transformers "
         f"{transformers.__version__}, trl {trl.__version__}",
@@ -176,7 +167,7 @@ def main(argv=None):
         "the same at the same steps of that round's 'off' run, amortised: 1 + extra / "
         f"({args.every} x mean 'off' step) |",
         f"| extra time of a view step (ms, median [IQR] over views) | {1000 * statistics.median(extras):.1f} "
-        f"[{1000 * quartiles(extras)[0]:.1f} to {1000 * quartiles(extras)[1]:.1f}] |",
+        f"[{1000 * quartiles(extras)[0]:.1f} to {1000 * quartiles(extras)[2]:.1f}] |",
         f"| step-time ratio on / off, paired estimate (median [IQR] over views) | {estimate:.4f} "
         f"[{p_lo:.4f}-{p_hi:.4f}] |",
         "| target | <= 1.05 |",

@@ -41,68 +41,35 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime
-import gc
 import os
-import platform
 import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import torch
+from _bench import (
+    cuda_peak_bytes,
+    device_description,
+    gemms,
+    lm_head_call,
+    make_trl,
+    naive,
+    profiler_peak_bytes,
+    rotation,
+    rss_peak_bytes,
+    time_head,
+)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from healtrl.kernels import fused_logprob_entropy  # noqa: E402
+from healtrl.kernels import fused_logprob_entropy
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Implementations: each takes (h, W, y, bias, T) and returns (logp, entropy) float tensors
+# Implementations: each takes (h, W, y, bias, T) and returns (logp, entropy) float tensors; `naive`, `gemms` and
+# `make_trl` are the shared ones of `_bench`
 # ----------------------------------------------------------------------------------------------------------------
-def naive(h, w, y, bias, temperature):
-    logits = h @ w.t()
-    if bias is not None:
-        logits = logits + bias
-    if temperature != 1.0:
-        logits = logits / temperature
-    logp_all = logits.float().log_softmax(-1)
-    logp = logp_all.gather(-1, y.unsqueeze(-1)).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1)
-    return logp, entropy
-
-
-class _GemmFloor(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, h, w):
-        ctx.save_for_backward(h, w)
-        z = h @ w.t()
-        return z[:, 0].float(), z[:, 1].float()
-
-    @staticmethod
-    def backward(ctx, g0, g1):
-        h, w = ctx.saved_tensors
-        d = h @ w.t()  # the recompute; it also stands in for the logits' gradient
-        return d @ w, d.t() @ h
-
-
-def gemms(h, w, y, bias, temperature):
-    return _GemmFloor.apply(h, w)
-
-
-def make_trl(chunk: int):
-    from trl.kernels import ChunkedLogProbFunction
-
-    def trl(h, w, y, bias, temperature):
-        out = ChunkedLogProbFunction.apply(h, w, bias, y, temperature, chunk, None, 1.0, ("entropy",))
-        return out[0], out[1]
-
-    return trl
-
-
 def make_liger():
     from liger_kernel.ops.fused_linear_scaled_cross_entropy import LigerFusedLinearScaledCrossEntropyFunction
 
@@ -128,81 +95,16 @@ def make_ours(backend: str, power_sums: bool, chunk_size: int | None):
 # ----------------------------------------------------------------------------------------------------------------
 # Measurement
 # ----------------------------------------------------------------------------------------------------------------
-def sync(device):
+def peak_memory(fn, inputs, mode, grads, device) -> tuple[float, float | None]:
+    """Peak extra bytes of one call: on CUDA (max_memory_allocated, None); on a CPU (allocator peak from the profiler's
+    memory events, RSS peak or None where /proc/self/clear_refs does not exist)."""
+
+    def call():
+        lm_head_call(fn, inputs, mode, grads)
+
     if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def run_once(fn, inputs, mode: str, grads):
-    h, w, y, b, temperature = inputs
-    logp, entropy = fn(h, w, y, b, temperature)
-    if mode == "fwd+bwd":
-        loss = (logp * grads[0]).sum() + (entropy * grads[1]).sum()
-        loss.backward()
-    del logp, entropy
-    for t in (h, w, b):
-        if t is not None:
-            t.grad = None
-
-
-def timed(fn, inputs, mode, grads, device) -> float:
-    gc.collect()
-    sync(device)
-    if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run_once(fn, inputs, mode, grads)
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / 1e3
-    t0 = time.perf_counter()
-    run_once(fn, inputs, mode, grads)
-    return time.perf_counter() - t0
-
-
-def _rss_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1])
-    return 0
-
-
-def cpu_peak_memory(fn, inputs, mode, grads) -> tuple[float, float | None]:
-    """(allocator peak extra bytes, RSS peak extra bytes or None) of one call, on CPU."""
-    from torch.profiler import ProfilerActivity, profile
-
-    gc.collect()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        run_once(fn, inputs, mode, grads)
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
-    cur = peak = 0
-    for _, nbytes in events:
-        cur += nbytes
-        peak = max(peak, cur)
-
-    rss = None
-    try:
-        gc.collect()
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset VmHWM to the current RSS
-        before = _rss_kb("VmRSS")
-        run_once(fn, inputs, mode, grads)
-        rss = (_rss_kb("VmHWM") - before) * 1024
-    except OSError:
-        pass
-    return float(peak), None if rss is None else float(rss)
-
-
-def cuda_peak_memory(fn, inputs, mode, grads) -> float:
-    gc.collect()
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    run_once(fn, inputs, mode, grads)
-    torch.cuda.synchronize()
-    return float(torch.cuda.max_memory_allocated() - base)
+        return cuda_peak_bytes(call), None
+    return profiler_peak_bytes(call), rss_peak_bytes(call)
 
 
 def check_accuracy(fn, inputs, rows: int = 512) -> tuple[float, float]:
@@ -218,23 +120,6 @@ def check_accuracy(fn, inputs, rows: int = 512) -> tuple[float, float]:
         ref_ent = -(lp.exp() * lp).sum(-1)
         err = lambda a, r: ((a.double() - r).abs().max() / r.abs().max()).item()  # noqa: E731
         return err(logp, ref_logp), err(entropy, ref_ent)
-
-
-def device_description(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
-    model = platform.processor() or "cpu"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return (
-        f"{model}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
-    )
 
 
 def main(argv=None) -> int:
@@ -289,7 +174,7 @@ def main(argv=None) -> int:
             else:
                 raise ValueError(f"unknown implementation {name}")
             # Smoke run: drop an implementation that cannot run here, with a note
-            run_once(impls[name], (h[:8], w, y[:8], b, args.temperature), "fwd+bwd", (grads[0][:8], grads[1][:8]))
+            lm_head_call(impls[name], (h[:8], w, y[:8], b, args.temperature), "fwd+bwd", (grads[0][:8], grads[1][:8]))
         except Exception as exc:  # noqa: BLE001
             impls.pop(name, None)
             notes.append(f"{name} skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
@@ -302,12 +187,12 @@ def main(argv=None) -> int:
     times = {(n, m): [] for n in names for m in modes}
     for n in names:  # warm-up
         for m in modes:
-            timed(impls[n], inputs, m, grads, device)
+            time_head(impls[n], inputs, m, grads, device)
     for rep in range(args.repeats):
-        order = names[rep % len(names) :] + names[: rep % len(names)]
+        order = rotation(names, rep)
         for n in order:
             for m in modes:
-                times[(n, m)].append(timed(impls[n], inputs, m, grads, device))
+                times[(n, m)].append(time_head(impls[n], inputs, m, grads, device))
         print(
             f"round {rep + 1}/{args.repeats}: "
             + ", ".join(f"{n} {m} {times[(n, m)][-1]:.3f}s" for n in order for m in modes),
@@ -318,10 +203,7 @@ def main(argv=None) -> int:
     if not args.no_memory:
         for n in names:
             for m in modes:
-                if device.type == "cuda":
-                    mem[(n, m)] = (cuda_peak_memory(impls[n], inputs, m, grads), None)
-                else:
-                    mem[(n, m)] = cpu_peak_memory(impls[n], inputs, m, grads)
+                mem[(n, m)] = peak_memory(impls[n], inputs, m, grads, device)
     acc = {} if args.no_check else {n: check_accuracy(impls[n], inputs) for n in names if n != "gemms"}
 
     mb = 2**20

@@ -3,13 +3,13 @@
 For each candidate launch configuration (``BLOCK_N`` tokens x ``BLOCK_V`` vocabulary x ``BLOCK_K`` hidden per tile,
 ``num_warps``, ``num_stages``; passed to :func:`healtrl.kernels.triton_fused.triton_logprob_entropy` as ``config``)
 and each shape: forward and forward+backward time (CUDA events, median of ``--repeats`` rounds, the candidates'
-order rotated each round, after one warm-up call each), with TRL's chunked function and the four cuBLAS GEMMs of
-``benchmarks/kernel.py`` (``gemms``, the floor) in the same rounds. Each candidate's numbers are checked before
+order rotated each round, after one warm-up call each), with TRL's chunked function and the four cuBLAS GEMMs
+(``_bench.gemms``, the floor) in the same rounds. Each candidate's numbers are checked before
 they count: forward ``logp`` / entropy against a float64 reference on the first 256 tokens, and the gradients
 (h and W) against those of the default configuration (``default_config``, the one the tests cover). A candidate
 row sets one tile for both kernels, or, written ``fwd A / bwd B``, tile A for the forward and tile B for the
 backward's recompute kernel (a ``"fwd"`` override in ``config``). A candidate that fails to compile or run is listed
-with its error. Timing is ``benchmarks/kernel.py``'s ``timed``.
+with its error. Timing: ``_bench.time_head``, as in ``benchmarks/kernel.py``.
 
 Usage (one GPU)::
 
@@ -20,19 +20,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import statistics
 import sys
 
 import torch
+from _bench import gemms, make_trl, rotation, time_head
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-
-from kernel import gemms, make_trl, timed  # noqa: E402
-
-from healtrl.kernels.triton_fused import default_config, triton_logprob_entropy  # noqa: E402
+from healtrl.kernels.triton_fused import default_config, triton_logprob_entropy
 
 TRL = make_trl(32768)  # TRL's chunked log-prob + entropy with its default vocabulary chunk
 SHAPES = {"anchor": (16384, 4096, 151936), "smollm2": (16384, 576, 49152)}
@@ -79,7 +73,7 @@ def ours(config):
     elif config is not None:  # the same tile for the forward and the backward's recompute kernel
         cfg = _tile(config)
 
-    def fn(h, w, y, bias=None, temperature=1.0):  # benchmarks/kernel.py's signature
+    def fn(h, w, y, bias=None, temperature=1.0):  # the heads' signature of _bench
         out = triton_logprob_entropy(h, w, y, bias=bias, temperature=temperature, config=cfg)
         return out.logp, out.entropy
 
@@ -128,7 +122,7 @@ def main(argv=None) -> None:
             ref_logp = lp.gather(-1, y[:256].unsqueeze(-1)).squeeze(-1)
             ref_ent = -(lp.exp() * lp).sum(-1)
             del z, lp
-        impls = {"gemms (floor)": gemms, "trl-32768": TRL}  # all with benchmarks/kernel.py's signature
+        impls = {"gemms (floor)": gemms, "trl-32768": TRL}  # all with the heads' signature of _bench
         inputs = (h, w, y, None, 1.0)
         notes, checks = [], {}
         ref_grads = grads(ours(CANDIDATES[0]), h, w, y, g)
@@ -146,12 +140,13 @@ def main(argv=None) -> None:
         del ref_grads
         names = list(impls)
         times = {(k, b): [] for k in names for b in (False, True)}
+
         for k in names:  # warm-up (compilation)
-            timed(impls[k], inputs, "fwd+bwd", g, device)
+            time_head(impls[k], inputs, "fwd+bwd", g, device)
         for rep in range(args.repeats):
-            for k in names[rep % len(names) :] + names[: rep % len(names)]:
+            for k in rotation(names, rep):
                 for b in (False, True):
-                    times[(k, b)].append(timed(impls[k], inputs, "fwd+bwd" if b else "fwd", g, device))
+                    times[(k, b)].append(time_head(impls[k], inputs, "fwd+bwd" if b else "fwd", g, device))
         t_trl = statistics.median(times[("trl-32768", True)])
         lines += [
             f"## {shape}: N={n}, H={hdim}, V={v}",

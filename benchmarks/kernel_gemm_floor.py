@@ -2,8 +2,8 @@
 
 Forward+backward of ``logp`` and entropy needs four GEMMs of ``2 N H V`` FLOP each: the forward logits, their
 recompute in the backward (nothing of size ``[N, V]`` is kept), ``dh = D @ W`` and ``dW = D^T @ h``. ``gemms`` runs
-exactly these four with the tiling of ``healtrl.kernels.torch_chunked`` (``plan_chunks``: same slabs, chunks and
-buffers, no elementwise work), so ``ours - gemms`` is what the softmax statistics and the logits gradient cost on
+exactly these four (``_bench.four_gemms``) with the tiling of ``healtrl.kernels.torch_chunked`` (``plan_chunks``:
+same slabs, chunks and buffers, no elementwise work), so ``ours - gemms`` is what the softmax statistics and the logits gradient cost on
 top, and ``gemms / trl-4096`` is the lowest ratio to TRL any exact four-GEMM float32 kernel reaches with these GEMMs.
 
 Timing: fwd+bwd wall clock, every implementation once per round, order rotated each round, median over rounds
@@ -17,46 +17,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import gc
-import os
 import statistics
-import sys
-import time
 
 import torch
+from _bench import four_gemms, rotation, time_call
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from healtrl.kernels import fused_logprob_entropy  # noqa: E402
-from healtrl.kernels.torch_chunked import plan_chunks  # noqa: E402
-
-
-def four_gemms(h, w, rows, slab):
-    """The forward GEMM, then the backward's recompute, dh and dW GEMMs, with the kernel's loops and buffers."""
-    n, hid = h.shape
-    v = w.shape[0]
-    buf = torch.empty(rows * slab)
-    for v0 in range(0, v, slab):
-        w_s = w[v0 : v0 + slab]
-        for r0 in range(0, n, rows):
-            h_c = h[r0 : r0 + rows]
-            torch.mm(w_s, h_c.t(), out=buf[: w_s.shape[0] * h_c.shape[0]].view(w_s.shape[0], h_c.shape[0]))
-    dh = torch.empty(n, hid)
-    dw = torch.empty(v, hid)
-    for v0 in range(0, v, slab):
-        w_s = w[v0 : v0 + slab]
-        for r0 in range(0, n, rows):
-            h_c = h[r0 : r0 + rows]
-            z = buf[: w_s.shape[0] * h_c.shape[0]].view(w_s.shape[0], h_c.shape[0])
-            torch.mm(w_s, h_c.t(), out=z)
-            if v0 == 0:
-                torch.mm(z.t(), w_s, out=dh[r0 : r0 + rows])
-            else:
-                dh[r0 : r0 + rows].addmm_(z.t(), w_s)
-            if r0 == 0:
-                torch.mm(z, h_c, out=dw[v0 : v0 + slab])
-            else:
-                dw[v0 : v0 + slab].addmm_(z, h_c)
+from healtrl.kernels import fused_logprob_entropy
+from healtrl.kernels.torch_chunked import plan_chunks
 
 
 def main(argv=None) -> int:
@@ -101,10 +68,7 @@ def main(argv=None) -> int:
             raise SystemExit(f"unknown implementation {name!r}: use gemms, ours or trl-<chunk>")
 
     def timed(fn):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        dt = time.perf_counter() - t0
+        dt = time_call(fn)
         h.grad = w.grad = None
         return dt
 
@@ -113,7 +77,7 @@ def main(argv=None) -> int:
         timed(impls[n])
     times = {n: [] for n in names}
     for rep in range(args.repeats):
-        for n in names[rep % len(names) :] + names[: rep % len(names)]:
+        for n in rotation(names, rep):
             times[n].append(timed(impls[n]))
         print(f"round {rep + 1}/{args.repeats}: " + ", ".join(f"{n} {times[n][-1]:.3f}s" for n in names), flush=True)
 

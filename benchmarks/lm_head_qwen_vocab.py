@@ -5,7 +5,7 @@ through ``logp`` and the entropy into the hidden states and the LM-head weight, 
 H = 2,048 and N = 4,096 / 16,384 tokens. Implementations:
 
 - ``gemms``: the four GEMMs alone (forward logits, their recompute in the backward, ``dh``, ``dW``) with the tiles
-  of ``healtrl.kernels.torch_chunked`` (``benchmarks/kernel_gemm_floor.four_gemms``): the floor of any exact
+  of ``healtrl.kernels.torch_chunked`` (``_bench.four_gemms``): the floor of any exact
   four-GEMM float32 kernel with these GEMMs. It holds ``dh`` and ``dW`` like the others.
 - ``ours`` / ``ours+ps``: ``healtrl.kernels.fused_logprob_entropy(backend="torch")``, ``+ps``: ``power_sums=True``
   (the power sums are computed; the gradient flows through logp and entropy, as in the trainers).
@@ -34,36 +34,21 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from _bench import four_gemms, machine, reset_rss_peak, rotation, status_kb
+
 MIB = 2**20
 
 
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
 def child(args) -> int:
-    import gc
-
     import torch
-
-    sys.path.insert(0, HERE)
-    sys.path.insert(0, os.path.dirname(HERE))
-    from kernel_gemm_floor import four_gemms
 
     from healtrl.kernels import fused_logprob_entropy
     from healtrl.kernels.torch_chunked import plan_chunks
@@ -105,35 +90,13 @@ def child(args) -> int:
         hs = h.detach()[:64].clone().requires_grad_()
         fused_logprob_entropy(hs, ws, y[:64] % 4096, backend="torch").logp.sum().backward()
         del ws, hs
-    gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    before = _status_kb("VmRSS")
+    before = reset_rss_peak()
     t0 = time.perf_counter()
     run()
     dt = time.perf_counter() - t0
-    peak = _status_kb("VmHWM")
+    peak = status_kb("VmHWM")
     print(json.dumps({"time": dt, "extra_mib": (peak - before) / 1024, "rss_before_mib": before / 1024}))
     return 0
-
-
-def machine() -> str:
-    model = platform.processor() or "cpu"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    import torch
-
-    return (
-        f"{model} (`lscpu` model name), {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
-        f"{mem:.0f} GiB RAM; torch {torch.__version__}, Python {platform.python_version()}"
-    )
 
 
 def main(argv=None) -> int:
@@ -176,7 +139,7 @@ def main(argv=None) -> int:
         started = min(datetime.datetime.fromisoformat(x["start"]) for x in rows)
         args.rounds = max(len(v) for v in res.values())
     for r in range(0 if args.report_from else args.rounds):
-        order = names[r % len(names) :] + names[: r % len(names)]
+        order = rotation(names, r)
         procs = {}
         for n in order:
             cmd = [sys.executable, os.path.abspath(__file__), "--child", "--impl", n]
@@ -244,7 +207,7 @@ def main(argv=None) -> int:
             f"- command: `{cmd}`",
             f"- date: {started:%Y-%m-%d %H:%M}-{ended:%H:%M} UTC; 1-min load average after each run "
             f"{min(loads):.1f}-{max(loads):.1f}",
-            f"- machine: {machine()}",
+            f"- machine: {machine(trainer_libraries=False)}",
             f"- gradients the call returns: dW {dw:.0f} MiB, dh {dh:.0f} MiB ({args.dtype})",
             "",
             *lines,

@@ -24,9 +24,9 @@ import argparse
 import datetime
 import json
 import statistics
-import time
 
 import torch
+from _bench import gemms, make_trl, rotation, time_call
 
 
 def variants(h: int, v: int, n: int) -> dict[str, dict]:
@@ -49,29 +49,10 @@ def make_fn(name: str, kwargs: dict):
     from healtrl.kernels import fused_logprob_entropy
 
     if name == "trl":
-        from trl.kernels import ChunkedLogProbFunction
-
-        def trl(h, w, y):
-            out = ChunkedLogProbFunction.apply(h, w, None, y, 1.0, 32768, None, 1.0, ("entropy",))
-            return out[0], out[1]
-
-        return trl
+        trl = make_trl(32768)
+        return lambda h, w, y: trl(h, w, y, None, 1.0)
     if name == "floor":
-
-        class Floor(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, h, w):
-                ctx.save_for_backward(h, w)
-                z = h @ w.t()
-                return z[:, 0].float(), z[:, 1].float()
-
-            @staticmethod
-            def backward(ctx, g0, g1):
-                h, w = ctx.saved_tensors
-                d = h @ w.t()  # the recompute, standing in for D
-                return d @ w, d.t() @ h
-
-        return lambda h, w, y: Floor.apply(h, w)
+        return lambda h, w, y: gemms(h, w, y, None, 1.0)
     config = kwargs.pop("config", None)
     if config:
         from healtrl.kernels.triton_chunked import chunked_logprob_entropy
@@ -118,30 +99,21 @@ def main(argv=None) -> int:
             print(f"{name} skipped: {skipped[name]}", flush=True)
         h.grad = w.grad = None
 
-    def once(fn) -> float:
-        if dev.type != "cuda":
-            t0 = time.perf_counter()
-            lp, ent = fn(h, w, y)
-            ((lp * g[0]).sum() + (ent * g[1]).sum()).backward()
-            h.grad = w.grad = None
-            return time.perf_counter() - t0
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
+    def fwd_bwd(fn) -> None:
         lp, ent = fn(h, w, y)
         ((lp * g[0]).sum() + (ent * g[1]).sum()).backward()
-        end.record()
-        torch.cuda.synchronize()
+
+    def once(fn) -> float:
+        seconds = time_call(lambda: fwd_bwd(fn), dev)
         h.grad = w.grad = None
-        return start.elapsed_time(end) / 1e3
+        return seconds
 
     names = list(fns)
     for n in names:
         once(fns[n])  # warm-up (compiles)
     times = {n: [] for n in names}
     for rnd in range(args.repeats):
-        k = rnd % len(names)
-        for n in names[k:] + names[:k]:
+        for n in rotation(names, rnd):
             times[n].append(once(fns[n]))
     med = {n: statistics.median(t) for n, t in times.items()}
     heads = [n for n in names if n not in ("trl", "floor")]

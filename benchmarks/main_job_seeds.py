@@ -38,8 +38,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+
+from _bench import cpu_model  # noqa: E402
 
 from healtrl.cli.main_job import PANELS, PLOT_FILE, SUMMARY_WINDOW, _mean_last  # noqa: E402
 from healtrl.plotting import curve, read_metrics  # noqa: E402
@@ -96,25 +96,13 @@ def figures(folder: str) -> dict[str, float]:
     return values
 
 
-def cpu_name() -> str:
-    """The CPU model (Linux: /proc/cpuinfo), else what `platform` knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def report(per_seed: dict[int, dict[str, float]], times: dict[int, float], overrides: list[str]) -> str:
     columns = [c for c, *_ in FIGURES]
     lines = [
         "# The main job over seeds",
         "",
         f"`python benchmarks/main_job_seeds.py{' -- ' + ' '.join(overrides) if overrides else ''}`, "
-        f"{datetime.date.today().isoformat()}, {cpu_name()} ({os.cpu_count()} cores), Python "
+        f"{datetime.date.today().isoformat()}, {cpu_model()} ({os.cpu_count()} cores), Python "
         f"{platform.python_version()}.",
         "",
         f"Each seed: `python train.py --seed S`. Entropy: target-domain rollouts, nats per token; reward: their mean "

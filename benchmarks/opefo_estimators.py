@@ -23,20 +23,19 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import platform
-import sys
 
 import torch
+from _bench import cpu_model
 from scipy.stats import spearmanr
 from transformers import TrainerCallback
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer, OPEFOConfig, OPEFOTrainer  # noqa: E402
-from healtrl.diagnostics import current_learning_rate  # noqa: E402
-from healtrl.functional import ESTIMATORS, token_entropy_change  # noqa: E402
-from healtrl.toy import reproduce_entropy_collapse  # noqa: E402
+from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer, OPEFOConfig, OPEFOTrainer
+from healtrl.diagnostics import current_learning_rate
+from healtrl.functional import ESTIMATORS, token_entropy_change
+from healtrl.toy import reproduce_entropy_collapse
 
 
 def probing(cls):
@@ -169,8 +168,8 @@ def main():
     out = [
         "# Which entropy-change estimator predicts the real entropy change?",
         "",
-        f"**Date:** 2026-11-21 · **Machine:** 2-core CPU (shared), 1 torch thread, Python {platform.python_version()}, "
-        f"torch {torch.__version__} · **Script:** `benchmarks/opefo_estimators.py --steps {args.steps}`",
+        f"**Date:** {datetime.date.today().isoformat()} · **Machine:** {cpu_model()}, {os.cpu_count()} cores "
+        f"(shared), 1 torch thread, Python {platform.python_version()}, torch {torch.__version__} · **Script:** `benchmarks/opefo_estimators.py --steps {args.steps}`",
         "",
         "Toy world (`healtrl-toy/qwen2-add`, 16 prompts x 8 generations, lr 5e-4 constant, AdamW, strict on-policy). "
         "Per optimizer step: each estimator's predicted net flow sum_t Delta H_t over the update batch (loss forward, "

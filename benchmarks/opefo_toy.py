@@ -22,15 +22,13 @@ import datetime
 import os
 import platform
 import statistics
-import sys
 import time
 
 import torch
+from _bench import cpu_model, rotation
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer, OPEFOConfig, OPEFOTrainer  # noqa: E402
-from healtrl.toy import reproduce_entropy_collapse  # noqa: E402
+from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer, OPEFOConfig, OPEFOTrainer
+from healtrl.toy import reproduce_entropy_collapse
 
 COMMON = dict(learning_rate=5e-4, lr_scheduler_type="constant")
 
@@ -125,11 +123,9 @@ def run_overhead(args, out):
     for ga in (1, 2):
         cfg = dict(COMMON, gradient_accumulation_steps=ga, per_device_train_batch_size=128 // ga)
         times = {"GRPO": [], "OPEFO": []}
-        for _ in range(args.rounds):
-            for name, tcls, ccls in [
-                ("GRPO", EntropyGRPOTrainer, EntropyGRPOConfig),
-                ("OPEFO", OPEFOTrainer, OPEFOConfig),
-            ]:
+        cases = [("GRPO", EntropyGRPOTrainer, EntropyGRPOConfig), ("OPEFO", OPEFOTrainer, OPEFOConfig)]
+        for r in range(args.rounds):
+            for name, tcls, ccls in rotation(cases, r):  # GRPO first in even rounds, OPEFO first in odd ones
                 holder = {}
 
                 class Keep(timed(tcls)):
@@ -165,9 +161,9 @@ def main():
     out = [
         "# OPEFO vs GRPO on the toy world",
         "",
-        f"**Date:** 2026-11-21 · **Machine:** 2-core CPU (shared), 1 torch thread, Python {platform.python_version()}, "
-        f"torch {torch.__version__} · **Script:** `benchmarks/opefo_toy.py --steps {args.steps} --seeds "
-        f"{' '.join(map(str, args.seeds))}` (generated {datetime.date.today().isoformat()})",
+        f"**Date:** {datetime.date.today().isoformat()} · **Machine:** {cpu_model()}, {os.cpu_count()} cores "
+        f"(shared), 1 torch thread, Python {platform.python_version()}, torch {torch.__version__} · **Script:** "
+        f"`benchmarks/opefo_toy.py --steps {args.steps} --seeds {' '.join(map(str, args.seeds))}`",
         "",
         "Setup: warmed-up toy Qwen2 on single-digit addition (`healtrl-toy/qwen2-add`), 16 prompts x 8 generations per "
         "step, one optimizer update per rollout batch (strict on-policy), lr 5e-4 constant, temperature 1, no KL; same "

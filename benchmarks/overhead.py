@@ -38,12 +38,10 @@ import time
 import warnings
 
 import torch
+from _bench import cpu_model, quartiles, rotation
+from transformers import PrinterCallback, TrainerCallback, set_seed
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from transformers import PrinterCallback, TrainerCallback, set_seed  # noqa: E402
-
-from healtrl import (  # noqa: E402
+from healtrl import (
     AERConfig,
     AERTrainer,
     GRPOBaselineConfig,
@@ -174,11 +172,6 @@ def one_round(trainer, seed: int = 0):
     return sum(s for s, _ in steps), sum(g for _, g in steps)
 
 
-def quartiles(xs):
-    q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
-    return q[0], q[1], q[2]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15)
@@ -189,7 +182,8 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from benchmarks.heal_toy import general_pool, target_data
+    # The toy world's data from the study's helper (issue #41 item 5 moves it into the package)
+    from healtrl.study.world import general_pool, target_data
 
     names = list(CASES) if not args.only else args.only
     names = list(dict.fromkeys([n for name in names for n in (CASES[name][4], name) if n is not None]))
@@ -203,8 +197,7 @@ def main():
         results = {name: [] for name in names}
         started = time.perf_counter()
         for r in range(args.warmup + args.rounds):
-            order = names[r % len(names) :] + names[: r % len(names)]
-            for name in order:
+            for name in rotation(names, r):
                 out = one_round(trainers[name], seed=r)
                 if r >= args.warmup:
                     results[name].append(out)
@@ -245,7 +238,7 @@ def main():
         )
     header = (
         f"- date: {datetime.date.today().isoformat()}\n"
-        f"- device: {platform.processor() or platform.machine()}, {os.cpu_count()} logical cores (shared), "
+        f"- device: {cpu_model()}, {os.cpu_count()} logical cores (shared), "
         f"{args.threads} torch thread(s); Python {platform.python_version()}, torch {torch.__version__}\n"
         f"- command: `python benchmarks/overhead.py {' '.join(sys.argv[1:])}`\n"
         f"- geometry: gradient_accumulation_steps {GA} x {PER_DEVICE} completions (4 prompts x 8 generations), "

@@ -24,11 +24,7 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)  # the sibling scripts, also when run in-process
-
-from main_job_seeds import cpu_name  # noqa: E402  (a sibling script)
+from _bench import cpu_model
 
 
 def step_seconds(model_name: str, build: dict, steps: int = 4) -> list[float]:
@@ -127,7 +123,7 @@ def main(argv=None) -> int:
         f"{f' --output {args.output}' if args.output else ''}`",
         "",
         f"- date: {started:%Y-%m-%d %H:%M} UTC - {datetime.datetime.now(datetime.timezone.utc):%H:%M} UTC; "
-        f"machine: {cpu_name()}, {os.cpu_count()} cores; torch {torch.__version__}; the warm-up on "
+        f"machine: {cpu_model()}, {os.cpu_count()} cores; torch {torch.__version__}; the warm-up on "
         f"{WORLD_BUILD.get('threads', 1)} torch thread(s), the statistics and the GRPO step on one",
         f"- model: `{WORLD_MODEL}` ({params / 1e6:.2f}M parameters), built with `WORLD_BUILD` = `{WORLD_BUILD}`",
         f"- warm-up: {warm['steps']} steps, {warm['seconds']:.0f} s, stopped at sampled accuracy {warm['accuracy']:.3f} "

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import random
 import statistics
@@ -34,8 +35,9 @@ import sys
 import tempfile
 import time
 
+from _bench import rotation
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 OLD_COMMIT = "51effa0"
 
@@ -46,7 +48,7 @@ def _git(*args: str) -> str:
 
 def load_old(commit: str):
     """The reward modules of `commit` (every `healtrl/rewards/*.py` but its `__init__`) as a temporary package
-    `healtrl_rewards_old`."""
+    `healtrl_rewards_old`, registered in `sys.modules` from its folder (`sys.path` is left as it is)."""
     folder = tempfile.mkdtemp(prefix="rewards_old_")
     package = os.path.join(folder, "healtrl_rewards_old")
     os.makedirs(package)
@@ -65,7 +67,11 @@ def load_old(commit: str):
         ).stdout
         with open(os.path.join(package, f"{name}.py"), "w", encoding="utf-8") as f:
             f.write(source)
-    sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(
+        "healtrl_rewards_old", os.path.join(package, "__init__.py"), submodule_search_locations=[package]
+    )
+    sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[spec.name])
     return {
         name: importlib.import_module(f"healtrl_rewards_old.{name}") for name in ("math", "multiple_choice", "code")
     }
@@ -185,7 +191,7 @@ def main(argv=None):
         repeats = max(4, int(scale * (60 if "math-verify" in name else 400_000 // size)))
         times = {"old": [], "new": []}
         for r in range(args.rounds):
-            for side in ("old", "new") if r % 2 == 0 else ("new", "old"):
+            for side in rotation(("old", "new"), r):
                 times[side].append(per_completion(fns[side], completion, gold, repeats))
         rate = {side: 1 / statistics.median(values) for side, values in times.items()}
         print(f"| {name} | {size:,} | {rate['old']:,.0f} | {rate['new']:,.0f} | {rate['new'] / rate['old']:.2f} |")

@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 FIXED_ANSWERS = ("", "0", "1", "nan", "inf", "True", "False", "Yes", "No", "TrueFalse", "YesNo", "01")
 GOLD_FORMS = ("gold+char", "gold-last", "gold twice")

@@ -65,32 +65,23 @@ finishes; ``--report-from`` writes the tables from such a file without running a
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from _bench import cpu_model, machine, reset_rss_peak, rotation, status_kb
+
 MODEL = "healtrl-offline/SmolLM2-135M-Instruct"
 TASK = "task:gsm-symbolic"
 PROMPTS, GENERATIONS = 4, 4
 TRAINERS = ["trl", "base", "opefo", "heal", "aer", "posadv"]
 TARGETS = {"base": ("trl", 1.0), "opefo": ("base", 1.05), "heal": ("base", 1.10), "aer": ("base", 1.05)}
 TARGETS["posadv"] = ("base", 1.05)
-
-
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1])
-    raise RuntimeError(field)
 
 
 def config_fields(
@@ -131,7 +122,6 @@ def child(args) -> int:
     import torch
     from transformers import PrinterCallback, TrainerCallback, set_seed
 
-    sys.path.insert(0, os.path.dirname(HERE))
     import healtrl
     from healtrl.data import get_reward_func, load_train_dataset
 
@@ -207,13 +197,7 @@ def child(args) -> int:
     if cuda:
         warm_kernel(model)
 
-    import gc
-
-    gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    before = _status_kb("VmRSS")
+    before = reset_rss_peak()
     if cuda:
         torch.cuda.empty_cache()
         sync()
@@ -221,7 +205,7 @@ def child(args) -> int:
         torch.cuda.reset_peak_memory_stats()
     set_seed(0)
     trainer.train()
-    train_peak = _status_kb("VmHWM") - before
+    train_peak = status_kb("VmHWM") - before
     if cuda:
         sync()
         training_peak = torch.cuda.max_memory_allocated()  # since the last generation ended
@@ -239,7 +223,7 @@ def child(args) -> int:
         "completion_len": hist[0].get("completions/mean_length", float("nan")) if hist else float("nan"),
         "reward": hist[0].get("reward", float("nan")) if hist else float("nan"),
         "device": args.device,
-        "device_name": torch.cuda.get_device_name() if cuda else cpu_name(),
+        "device_name": torch.cuda.get_device_name() if cuda else cpu_model(),
         "model": args.model,
         "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
         "torch": torch.__version__,
@@ -251,14 +235,10 @@ def child(args) -> int:
         out["cuda_generation_peak_mib"] = clock.generation_peak / 2**20
         out["cuda_training_peak_mib"] = training_peak / 2**20
         out["cuda_training_extra_mib"] = (training_peak - cuda_before) / 2**20
-    with open(f"/proc/{os.getpid()}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM"):
-                out["process_peak_mib"] = int(line.split()[1]) / 1024
     # The whole-process peak: VmHWM was reset before train(); the loading peak before it is in ru_maxrss
     import resource
 
-    out["process_peak_mib"] = max(out["process_peak_mib"], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    out["process_peak_mib"] = max(status_kb("VmHWM"), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024
     print("RESULT " + json.dumps(out))
     return 0
 
@@ -302,33 +282,6 @@ def load_model(args, dtype):
         if os.path.exists(os.path.join(shape, "generation_config.json")):
             model.generation_config = GenerationConfig.from_pretrained(shape)
     return model.to(args.device), tokenizer
-
-
-def cpu_name() -> str:
-    model = platform.processor() or "cpu"
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        if line.startswith("Model name:"):
-            model = line.split(":", 1)[1].strip()
-    return model
-
-
-def machine() -> str:
-    model = cpu_name()
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    import torch
-    import transformers
-    import trl
-
-    gpu = ""
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        gpu = f"; GPU {props.name} ({props.total_memory / 2**30:.0f} GiB), CUDA {torch.version.cuda}"
-    return (
-        f"{model} (`lscpu` model name), {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
-        f"{mem:.0f} GiB RAM{gpu}; torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"trl {trl.__version__}, Python {platform.python_version()}"
-    )
 
 
 def main(argv=None) -> int:
@@ -414,7 +367,7 @@ def main(argv=None) -> int:
             started = min(datetime.datetime.fromisoformat(x["end"]) for x in mine)
             args.rounds = max(len(v) for v in res.values())
         for r in range(args.first_round, args.first_round + (0 if args.report_from else args.rounds)):
-            order = names[r % len(names) :] + names[: r % len(names)]
+            order = rotation(names, r)
             base_cmd = [sys.executable, os.path.abspath(__file__), "--child", "--length", str(length)]
             base_cmd += ["--threads", str(args.threads)] + ([] if args.force_length else ["--no-force-length"])
             base_cmd += ["--prompts", str(args.prompts), "--generations", str(args.generations)]

@@ -3,24 +3,37 @@
 Checked as data, not prose: the code spans (`...`) of the index table's first column are the scripts, those of its
 fourth column the results files (paths under `benchmarks/results/`, a trailing `/` for a folder); the table of results
 that no script writes names files by their first column; and any `benchmarks/<script>.py|.sh` or
-`benchmarks/results/<path>` written anywhere in the index (commands included) exists.
+`benchmarks/results/<path>` written anywhere in the index (commands included) exists. The scripts are those of
+`benchmarks/` and `benchmarks/archive/` (named `archive/<script>` in the index), less the shared module `_bench.py`.
+
+And the suite's import rules, read from each script's syntax tree: no script touches `sys.path`, and none imports
+another script but `_bench` (a script run as `python benchmarks/x.py` finds `_bench` on `sys.path[0]`).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
+ARCHIVE = BENCHMARKS / "archive"
+SHARED = "_bench.py"  # the shared helper: a module, not a script, so it has no row in the index
 RESULTS = BENCHMARKS / "results"
 INDEX = BENCHMARKS / "README.md"
 INDEX_HEADING = "## Index"
 UNSCRIPTED_HEADING = "## Results that no script writes"
 KINDS = {"suite", "helper", "one-off"}
 DEVICES = {"CPU", "H100", "H200", "none"}
-# A script or a results path written out in full (in prose or a command); `benchmarks/archive/` (planned) is neither.
-FULL_PATH = re.compile(r"benchmarks/(?:results/[\w./+-]*|[\w-]+\.(?:py|sh)\b)")
+# A script or a results path written out in full (in prose or a command)
+FULL_PATH = re.compile(r"benchmarks/(?:results/[\w./+-]*|(?:archive/)?[\w-]+\.(?:py|sh)\b)")
+# Imports and sys.path edits left until the study moves into the package (issue #41 item 5): (script, what).
+# The test fails when one is gone too, so that this list only shrinks.
+PENDING_STUDY_MOVE = {
+    ("entropy_methods.py", "sys.path"),
+    ("heal_toy.py", "sys.path"),
+}
 
 
 # The results cell of a GPU-only script that no lent GPU has run yet
@@ -51,8 +64,15 @@ def _exists(relative: str) -> bool:
     return path.is_dir() if relative.endswith("/") else path.is_file()
 
 
+def _scripts() -> list[Path]:
+    """The scripts of `benchmarks/` and `benchmarks/archive/` (Python and shell), less the shared helper."""
+    found = [p for folder in (BENCHMARKS, ARCHIVE) for p in folder.iterdir() if p.suffix in (".py", ".sh")]
+    return sorted(p for p in found if p.is_file() and p.name != SHARED)
+
+
 def test_every_script_is_indexed_once():
-    on_disk = sorted(p.name for p in BENCHMARKS.iterdir() if p.is_file() and p.suffix in (".py", ".sh"))
+    on_disk = sorted(str(p.relative_to(BENCHMARKS)) for p in _scripts())
+    assert "gpu_check.sh" in on_disk and any(name.startswith("archive/") for name in on_disk)
     indexed = [name for row in _table(INDEX_HEADING) for name in _spans(row[0])]
     assert len(indexed) == len(set(indexed)), sorted({n for n in indexed if indexed.count(n) > 1})
     assert sorted(set(on_disk) - set(indexed)) == [], "scripts missing from benchmarks/README.md"
@@ -89,3 +109,43 @@ def test_full_paths_in_the_index_exist():
     assert any(p.startswith("benchmarks/results/") for p in found) and any(p.endswith(".py") for p in found)
     missing = [p for p in found if not (ROOT / p).exists()]
     assert missing == [], missing
+
+
+def _violations(path: Path) -> set[tuple[str, str]]:
+    """(script, "sys.path") for any use of `sys.path`, and (script, module) for each import of another script
+    (`import x`, `from x import ...` or `from benchmarks[.x] import ...`, at any depth of the file)."""
+    scripts = {p.stem for p in _scripts() if p.suffix == ".py"}
+    found: set[tuple[str, str]] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", None) == "sys":
+            found.add((path.name, "sys.path"))
+        modules = []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # `from benchmarks import x` imports the script x
+            modules = [f"benchmarks.{a.name}" for a in node.names] if node.module == "benchmarks" else [node.module]
+        for module in modules:
+            parts = module.split(".")
+            name = parts[1] if parts[0] == "benchmarks" and len(parts) > 1 else parts[0]
+            if name == "benchmarks" or (name in scripts and name != Path(SHARED).stem):
+                found.add((path.name, name))
+    return found
+
+
+def test_the_import_rule_reads_what_it_should(tmp_path):
+    """The scanner on a file that breaks both rules, and on one that keeps them."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import sys\nsys.path.insert(0, '.')\nfrom benchmarks.overhead import build\n\ndef f():\n"
+                   "    import kernel\n    from benchmarks import heal_toy\n")  # fmt: skip
+    assert _violations(bad) == {("bad.py", "sys.path"), ("bad.py", "overhead"), ("bad.py", "kernel"),
+                                ("bad.py", "heal_toy")}  # fmt: skip
+    good = tmp_path / "good.py"
+    good.write_text("import os\nimport _bench\nfrom _bench import rotation\nfrom healtrl.kernels import api\n")
+    assert _violations(good) == set()
+
+
+def test_no_sys_path_edits_and_no_imports_between_scripts():
+    found = set().union(*(_violations(p) for p in _scripts() + [BENCHMARKS / SHARED] if p.suffix == ".py"))
+    assert sorted(found - PENDING_STUDY_MOVE) == [], "benchmarks/ may import only _bench and must not edit sys.path"
+    assert sorted(PENDING_STUDY_MOVE - found) == [], "fixed: remove these from PENDING_STUDY_MOVE"

@@ -6,14 +6,21 @@ import argparse
 import datetime
 import importlib.util
 import os
+import sys
 
 import pytest
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location("bench_step", os.path.join(HERE, "..", "benchmarks", "step_smollm2.py"))
+BENCHMARKS = os.path.join(HERE, "..", "benchmarks")
+_spec = importlib.util.spec_from_file_location("bench_step", os.path.join(BENCHMARKS, "step_smollm2.py"))
 bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+# The script imports `_bench` from its own folder, which `python benchmarks/step_smollm2.py` puts first on sys.path
+sys.path.insert(0, BENCHMARKS)
+try:
+    _spec.loader.exec_module(bench)
+finally:
+    sys.path.remove(BENCHMARKS)
 
 
 def test_config_fields_follow_the_device():

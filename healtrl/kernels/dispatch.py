@@ -5,7 +5,8 @@ reach memory, its GEMMs are Triton's) and ``"chunked"`` (``triton_chunked``: cuB
 buffer, Triton for the softmax statistics). Which is faster depends on the device and on the head's shape (a small
 hidden size makes the logits' memory traffic weigh more against the GEMMs), so the choice is read from
 :data:`TABLE`, written from the sweep ``benchmarks/lm_head_sweep.py`` that ``benchmarks/gpu_check.sh`` runs on each
-device (results in ``benchmarks/results/lm_head_gpu.md``).
+device (its results are to go in a results file named lm_head_gpu.md under benchmarks/results/; no GPU has run
+it yet, so the table is empty).
 
 Lookup: the entry whose ``device`` is a prefix of ``torch.cuda.get_device_name()``; within it the first shape class
 whose ``max_hidden`` bounds the head's hidden size; its ``backend`` and ``chunk_size`` (``None``: the path's own

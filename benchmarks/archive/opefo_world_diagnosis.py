@@ -11,7 +11,7 @@ Per step, every run logs the entropy flow predicted by eq. 6 for its update batc
 (|decrease| - increase) / (|decrease| + increase) in every run; the OPEFO runs also log the lambda* they applied
 (`opefo/lambda`, the `controller` series), which for `opefo_exact` comes from the exact estimator.
 
-    python benchmarks/opefo_world_diagnosis.py --output benchmarks/results/reasoning_study/opefo_diagnosis/diagnosis.md
+    python benchmarks/archive/opefo_world_diagnosis.py --output benchmarks/results/reasoning_study/opefo_diagnosis/diagnosis.md
 """
 
 from __future__ import annotations
@@ -22,12 +22,10 @@ import json
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+from healtrl.functional.opefo import opefo_lambda_from_sums
 
-from healtrl.functional.opefo import opefo_lambda_from_sums  # noqa: E402
-
-RUNS = os.path.join(HERE, "results", "reasoning_study", "opefo_diagnosis", "toy_study_runs")
+BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this file is in benchmarks/archive/
+RUNS = os.path.join(BENCHMARKS, "results", "reasoning_study", "opefo_diagnosis", "toy_study_runs")
 METHODS = (("grpo", "GRPO"), ("opefo", "OPEFO, eq. 6 (paper)"), ("opefo_exact", "OPEFO, exact estimator"))
 STEPS = (1, 10, 25, 50, 75, 100)
 
@@ -62,8 +60,8 @@ def main(argv=None) -> str:
     lines = [
         "# OPEFO in the reasoning world: the estimator",
         "",
-        f"Command: `python benchmarks/opefo_world_diagnosis.py {' '.join(argv if argv is not None else sys.argv[1:])}`"
-        f" ({datetime.date.today().isoformat()}), from the cached runs in `{os.path.relpath(args.runs, HERE)}` "
+        f"Command: `python benchmarks/archive/opefo_world_diagnosis.py {' '.join(argv if argv is not None else sys.argv[1:])}`"
+        f" ({datetime.date.today().isoformat()}), from the cached runs in `{os.path.relpath(args.runs, BENCHMARKS)}` "
         f"(seed {args.seed}, full regime, {args.steps} steps; how they were made: this script's docstring).",
         "",
         "## Target-domain entropy (nats/token) at step s",

