@@ -195,8 +195,11 @@ class EvalResults:
                 )
             )
         s = self.settings
+        from healtrl.model_card import published_model_name
+
         intro = [
-            f"# Evaluation of `{self.model}`",
+            # The model by the name a card would publish (a Hub id, `healtrl-toy/...`), never this machine's path
+            f"# Evaluation of `{published_model_name(self.model)[0]}`",
             "",
             f"Backend: {self.backend}. Sampling: k={s.k}, temperature={s.temperature}, top_p={s.top_p}, "
             f"top_k={s.top_k or 'off'}, max_new_tokens={s.max_new_tokens}, seed={s.seed}. Scores in % (avg@k: mean "

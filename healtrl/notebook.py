@@ -406,8 +406,8 @@ def report(
 
 def summary(setup: Setup, metrics: Mapping[str, float], *saved) -> None:
     """Show the saved folder and model card of the last of the `saved` trainers, then print the notebook's final
-    numbers as JSON: the path, the metrics and the folders of all `saved` trainers (`tests/test_notebooks.py` reads
-    this JSON, so nothing else goes to standard output here)."""
+    numbers as JSON: the path, the metrics (to 4 significant digits) and the folders of all `saved` trainers
+    (`tests/test_notebooks.py` reads this JSON, so nothing else goes to standard output here)."""
     from IPython.display import Pretty, display
 
     folders = [trainer.args.output_dir for trainer in saved]
@@ -415,4 +415,6 @@ def summary(setup: Setup, metrics: Mapping[str, float], *saved) -> None:
         with open(os.path.join(folders[-1], "README.md"), encoding="utf-8") as card:
             text = card.read()
         display(Pretty(f"{folders[-1]}: {sorted(os.listdir(folders[-1]))}\n\nREADME.md (the model card):\n\n{text}"))
-    print(json.dumps({"setup": setup.name, "metrics": dict(metrics), "saved": folders}, indent=1))
+    # 4 significant digits: what a reader compares; tests/test_notebooks.py checks ranges, not the last digits
+    shown = {k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in metrics.items()}
+    print(json.dumps({"setup": setup.name, "metrics": shown, "saved": folders}, indent=1))

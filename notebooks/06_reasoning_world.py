@@ -76,8 +76,9 @@ if importlib.util.find_spec("healtrl") is None:
 #   method. Every cell runs; the tiny model is right on a few percent of its Countdown samples, so the numbers are a
 #   smoke test, not a result.
 #
-# The outputs stored in this notebook come from the small path (`python notebooks/_build.py` in the repository;
-# the date and versions of that run are in the notebook's metadata).
+# The outputs stored in this notebook come from the full path on a 2-core CPU (`python notebooks/_build.py --full
+# 06_reasoning_world` in the repository; the date and versions of that run are in the notebook's metadata); CI runs
+# the small path.
 
 # %% tags=["small-switch"]
 import os

@@ -8,6 +8,7 @@ their imports sit in later cells, E402). Edit the source, never the .ipynb.
     python notebooks/_build.py                 # build every notebook and execute it, storing the outputs
     python notebooks/_build.py 02_aer          # only these notebooks
     python notebooks/_build.py --check         # exit 1 naming each notebook that is stale (what the tests check)
+    python notebooks/_build.py --full 06_reasoning_world   # store the outputs of the full path (FULL_PATH below)
 
 Executing runs each notebook top to bottom on the small path (`HEALTRL_NOTEBOOK_SMALL=1`: the offline toy world, a few
 dozen CPU steps, about a minute each) in a fresh `python3` kernel in a temporary folder, with this checkout first on
@@ -50,6 +51,12 @@ REPO = HERE.parent
 NAMES = sorted(p.stem for p in HERE.glob("[0-9][0-9]_*.py"))
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 SMALL_ENV = {"HEALTRL_NOTEBOOK_SMALL": "1", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+FULL_ENV = {"HEALTRL_NOTEBOOK_SMALL": "0", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+# Notebooks whose stored outputs come from their full path: a run worth reading on GitHub, where the full path needs
+# no network and fits a CPU (06: the cached reasoning world, 200 steps per run, about 20 minutes on 2 cores). The
+# others' full paths train a Hub or offline language model (hours on a CPU), so they store the small path's outputs.
+# CI re-executes every notebook on the small path either way (tests/test_notebooks.py).
+FULL_PATH = ("06_reasoning_world",)
 CELL_TIMEOUT = 600  # one cell, seconds: a hung kernel fails instead of blocking
 COMMAND = "python notebooks/_build.py"
 
@@ -213,19 +220,22 @@ def _clean(nb: nbformat.NotebookNode, workdir: str) -> None:
                     output["data"][mime] = value.replace(workdir, ".")
 
 
-def execute(nb: nbformat.NotebookNode, workdir: str) -> nbformat.NotebookNode:
-    """Run `nb` top to bottom on the small path in `workdir` (raises nbclient's CellExecutionError on a failing
-    cell); returns it with its outputs."""
+def execute(nb: nbformat.NotebookNode, workdir: str, full: bool = False) -> nbformat.NotebookNode:
+    """Run `nb` top to bottom on the small path (`full`: the full path) in `workdir` (raises nbclient's
+    CellExecutionError on a failing cell); returns it with its outputs."""
     from nbclient import NotebookClient
 
-    env = dict(SMALL_ENV, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    env = dict(
+        FULL_ENV if full else SMALL_ENV,
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+    )
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)  # the kernel inherits this process's environment
     try:
         client = NotebookClient(
             nb,
             kernel_name="python3",
-            timeout=CELL_TIMEOUT,
+            timeout=None if full else CELL_TIMEOUT,
             record_timing=False,
             resources={"metadata": {"path": workdir}},
         )
@@ -239,22 +249,26 @@ def execute(nb: nbformat.NotebookNode, workdir: str) -> nbformat.NotebookNode:
     return nb
 
 
-def build(name: str) -> nbformat.NotebookNode:
-    """Build `name` from its source and execute it on the small path; returns the notebook with outputs and the
-    `healtrl.outputs` metadata."""
+def build(name: str, full: bool = False) -> nbformat.NotebookNode:
+    """Build `name` from its source and execute it on the small path (`full`: the full path); returns the notebook
+    with outputs and the `healtrl.outputs` metadata."""
     import torch
     import transformers
     import trl
 
     nb = cells_from_source(name)
     with tempfile.TemporaryDirectory(prefix=f"healtrl-{name}-") as workdir:
-        execute(nb, workdir)
+        execute(nb, workdir, full=full)
         _clean(nb, workdir)
     nb.metadata["healtrl"] = {
         "outputs": {
             "fingerprint": fingerprint(name),
-            "command": COMMAND,
-            "path": "small (HEALTRL_NOTEBOOK_SMALL=1): the offline toy world on the CPU",
+            "command": f"{COMMAND} --full {name}" if full else COMMAND,
+            "path": (
+                "full (HEALTRL_NOTEBOOK_SMALL=0) on the CPU, offline"
+                if full
+                else "small (HEALTRL_NOTEBOOK_SMALL=1): the offline toy world on the CPU"
+            ),
             "date": datetime.date.today().isoformat(),
             "versions": {
                 "python": platform.python_version(),
@@ -298,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help=f"notebooks to build (default: all of {', '.join(NAMES)})")
     parser.add_argument("--check", action="store_true", help="only check that the notebooks are current")
+    parser.add_argument(
+        "--full", action="store_true", help=f"execute on the full path (only {', '.join(FULL_PATH)}: see FULL_PATH)"
+    )
     args = parser.parse_args(argv)
     # The fingerprint reads the API of this checkout's healtrl, the one the notebooks run with (`execute`).
     sys.path.insert(0, str(REPO))
@@ -305,14 +322,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown notebook(s) {unknown}; the notebooks are {NAMES}")
     names = args.names or NAMES
+    if args.full and set(names) - set(FULL_PATH):
+        parser.error(f"--full builds only {list(FULL_PATH)} (the others' full paths train a Hub or offline model)")
     if args.check:
         stale = [(n, why) for n in names if (why := staleness(n))]
         for name, why in stale:
             print(f"stale: {why}; run `{COMMAND} {name}`", file=sys.stderr)
         return 1 if stale else 0
     for name in names:
-        print(f"building {name} (executing on the small path)...", flush=True)
-        write(name, build(name))
+        print(f"building {name} (executing on the {'full' if args.full else 'small'} path)...", flush=True)
+        write(name, build(name, full=args.full))
         outputs = sum(len(c.get("outputs", [])) for c in nbformat.read(notebook_path(name), as_version=4).cells)
         print(f"wrote {notebook_path(name).relative_to(REPO)} ({outputs} outputs)")
     return 0

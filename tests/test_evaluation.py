@@ -328,7 +328,7 @@ def test_backend_choice_is_explicit(monkeypatch):
 def test_healtrl_eval_writes_json_and_markdown(toy_model_dir, tmp_path, restore_threads, capsys):
     out = tmp_path / "eval"
     code = main(
-        ["eval", "--model", TOY, "--tasks", "toy-add,toy-compare", "--k", "4", "--max_new_tokens", "4",
+        ["eval", "--model", toy_model_dir, "--tasks", "toy-add,toy-compare", "--k", "4", "--max_new_tokens", "4",
          "--num_samples", "6", "--output_dir", str(out), "--no_progress"]
     )  # fmt: skip
     assert code == 0
@@ -343,6 +343,8 @@ def test_healtrl_eval_writes_json_and_markdown(toy_model_dir, tmp_path, restore_
         assert m["avg@4"] == pytest.approx(sum(entry["correct"]) / 24)
         assert 1 <= m["mean_response_length"] <= 4
     table = (out / "results.md").read_text()
+    # Given the toy model's cache folder, the report names the model as a card would, not by this machine's path
+    assert table.startswith(f"# Evaluation of `{TOY}`\n") and toy_model_dir not in table
     assert "| task | split | problems | avg@4 | pass@1 | pass@2 | pass@4 |" in table
     assert "| toy-add | test | 6 |" in table and "**average**" in table
     assert "results.json" in capsys.readouterr().out
