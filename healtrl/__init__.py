@@ -37,6 +37,7 @@ _TRAINER_NAMES = (
     "get_trainer_classes",
     "method_fields",
     "on_policy_inert",
+    "register_trainer",
 )
 
 __all__ = [*_TRAINER_NAMES, "__version__"]

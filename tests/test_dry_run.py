@@ -36,7 +36,8 @@ KINDS = {p: _kind(p) for p in CONFIGS}
 TRAIN_CONFIGS = [p for p in CONFIGS if KINDS[p] == "train"]
 SELECT_CONFIGS = [p for p in CONFIGS if KINDS[p] == "select"]
 
-# Each paper's budget as the dry run reads it, at the processes the configs are written for: (generation batches,
+# Each paper's budget as the dry run reads it (keyed by the paper configs' prefix, the registered method; a paper
+# config whose paper is missing here fails), at the processes the configs are written for: (generation batches,
 # prompts per generation batch). Every run of a paper's comparison, its method and its baselines, sees the same
 # rollout batches, so they compare at equal compute (e.g. OPEFO's off-policy baselines take 8 optimizer steps per
 # batch: 4000 steps are its 500 batches).
@@ -129,7 +130,8 @@ def test_shipped_config_passes_the_dry_run(path, no_network, keep_environ, capsy
     warned = any(label == "equivalent" for label, _ in entries)
     assert warned == (path.name in EQUIVALENT_AS_WRITTEN), f"{path.name}: dry-run equivalence warning {warned}"
     paper = path.stem.split("_")[0]
-    if paper in PAPER_BUDGETS and "toy" not in path.stem:
+    if "paper_results" in config:  # a paper config (tests/test_paper_configs.py): its paper's budget, none skipped
+        assert paper in PAPER_BUDGETS, f"tests/test_dry_run.py PAPER_BUDGETS has no budget for {paper} ({path.name})"
         (length,) = [text for label, text in entries if label == "length"]
         budget = re.search(r"= (\d+) generation batches of (\d+) prompts", length)
         assert budget and (int(budget[1]), int(budget[2])) == PAPER_BUDGETS[paper], f"{path.name}: {length}"

@@ -4,6 +4,7 @@ best-checkpoint rule, and the paper's numbers with their protocol."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,26 +13,74 @@ import yaml
 from healtrl.recipes import parse_best_checkpoint, parse_paper_protocol, parse_paper_results
 from healtrl.tasks import get_task
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
-PAPER_CONFIGS = sorted(
-    p
-    for p in CONFIGS.glob("*.yaml")
-    if p.name.startswith(("aer_", "heal_", "opefo_", "posadv_")) and "toy" not in p.name
-)
+REPO = Path(__file__).resolve().parent.parent
+CONFIGS = REPO / "configs"
+# A paper config is one that states the paper's numbers (`paper_results`): data, not a file name.
+PAPER_CONFIGS = sorted(p for p in CONFIGS.glob("*.yaml") if "paper_results" in (yaml.safe_load(p.read_text()) or {}))
 
 
-# The short names of ARCHITECTURE.md, "Papers", by config prefix.
-PAPER_NAMES = {"aer": "AER", "heal": "HEAL", "opefo": "OPEFO", "posadv": "PosAdv"}
+def papers_table() -> dict[str, str]:
+    """ARCHITECTURE.md's "Papers" table: arXiv id -> the paper's short name (`AER`, `PosAdv`, ...)."""
+    text = (REPO / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split("\n## Papers\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| ([^|]+?) \|.*\[(\d{4}\.\d{4,5})\]\(https://arxiv\.org/abs/\2\)", section, re.M)
+    return {arxiv_id: short for short, arxiv_id in rows}
+
+
+def paper_names() -> dict[str, str]:
+    """Registered method (`healtrl.trainers.TRAINERS`) -> the short name of its paper in ARCHITECTURE.md's "Papers"
+    table (looked up by the arXiv id of its card's paper). The `grpo` trainer, whose card cites GRPO (the algorithm
+    every trainer builds on), is no method of a paper here."""
+    from healtrl.trainers import TRAINERS
+
+    table = papers_table()
+    return {name: table[paper["id"]] for name, paper in method_papers(TRAINERS).items() if paper.get("id") in table}
+
+
+def method_papers(registry) -> dict[str, dict]:
+    """Registered name -> its card's paper, for each trainer whose card cites a paper of its own (not GRPO's)."""
+    from healtrl.model_card import GRPO_PAPER
+
+    return {
+        name: dict(trainer.card.paper)
+        for name, (trainer, _) in registry.items()
+        if trainer.card is not None and trainer.card.paper.get("id") != GRPO_PAPER["id"]
+    }
+
+
+def methods_missing_from_papers_table(registry) -> list[str]:
+    """Registered methods whose card's paper has no row in ARCHITECTURE.md's "Papers" table."""
+    table = papers_table()
+    return sorted(name for name, paper in method_papers(registry).items() if paper.get("id") not in table)
+
+
+def test_every_method_paper_is_in_the_papers_table():
+    from healtrl.trainers import TRAINERS
+
+    table = papers_table()
+    assert table and all(re.fullmatch(r"\d{4}\.\d{4,5}", arxiv_id) for arxiv_id in table), table  # the table parses
+    missing = methods_missing_from_papers_table(TRAINERS)
+    assert not missing, f"ARCHITECTURE.md's Papers table has no row for the paper of {missing} (arXiv id, short name)"
 
 
 def test_every_paper_config_is_listed():
-    assert len(PAPER_CONFIGS) == 51  # 10 AER, 21 HEAL, 8 OPEFO, 12 PosAdv
+    """The paper configs are those with `paper_results`; each is named `<method>_...` for a registered method with a
+    paper, and every other non-toy config named so states its paper's numbers too (none is left out of the checks
+    below)."""
+    names = paper_names()
+    by_paper = {}
+    for path in PAPER_CONFIGS:
+        by_paper.setdefault(path.stem.split("_")[0], []).append(path.name)
+    assert set(by_paper) <= set(names), f"paper configs named for no registered method with a paper: {by_paper}"
+    named = {p for p in CONFIGS.glob("*.yaml") if p.stem.split("_")[0] in names and "toy" not in p.stem}
+    assert named == set(PAPER_CONFIGS), f"without paper_results: {sorted(p.name for p in named - set(PAPER_CONFIGS))}"
+    assert PAPER_CONFIGS
 
 
 @pytest.mark.parametrize("path", PAPER_CONFIGS, ids=lambda p: p.stem)
 def test_paper_config_states_data_budget_rule_and_numbers(path):
     config = yaml.safe_load(path.read_text())
-    paper = PAPER_NAMES[path.stem.split("_")[0]]
+    paper = paper_names()[path.stem.split("_")[0]]
     # Data: a dataset and rewards.
     assert config.get("dataset_name") and config.get("reward_funcs"), "data"
     # Budget: a fixed number of optimizer steps (epochs converted), not a length that follows from the data's size.

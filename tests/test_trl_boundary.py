@@ -14,7 +14,8 @@ one of them
     (`trl_utils._ChunkedLogProbFunction`), or
 (e) spells such a private attribute as a string for `getattr` / `setattr` / `hasattr` / `delattr`.
 
-Stricter for the method files (`healtrl/trainers/{aer,posadv,opefo,heal,baselines}.py`): they override no method of
+Stricter for the method files (the modules of the registered trainers, `method_files()`: `aer.py`, `posadv.py`,
+`opefo.py`, `heal.py`, `baselines.py` and the mixins they use): they override no method of
 `trl.GRPOTrainer` at all, public or private, but `__init__` (`train`, `log`, `compute_loss`, ...); a method is the
 hooks of `EntropyGRPOTrainer` and `TRLBoundary` (the levers, `before_training`, `optimizer_step_end`, ...).
 
@@ -41,9 +42,15 @@ BOUNDARY = REPO / "healtrl" / "trainers" / "_trl"  # the boundary package
 # `benchmarks/` is not scanned: its timing scripts instrument TRL's private methods on purpose (they time TRL itself).
 SCANNED = (REPO / "healtrl",)
 EXTERNAL = ("trl", "transformers")
-METHOD_FILES = tuple(
-    REPO / "healtrl" / "trainers" / f"{name}.py" for name in ("aer", "posadv", "opefo", "heal", "baselines")
-)
+
+
+def method_files() -> list[Path]:
+    """The method files: the modules of the registered trainers and configs (`healtrl.trainers.TRAINERS`) and of the
+    classes they derive from, outside the base and the boundary (`tests/test_method_contract.method_files`), so that a
+    registered method is checked without being named here."""
+    from tests.test_method_contract import method_files as registered_method_files
+
+    return registered_method_files()
 
 
 def _private(name: str) -> bool:
@@ -291,8 +298,12 @@ def test_method_files_override_no_trl_method():
     names = trl_method_names()
     assert {"train", "log", "compute_loss", "_compute_loss", "save_model"} <= names and "__init__" not in names
     found = []
-    for path in METHOD_FILES:
-        assert path.exists(), path
+    from healtrl.trainers import TRAINERS
+
+    files = method_files()
+    registered = {Path(inspect.getsourcefile(trainer)).resolve() for trainer, _ in TRAINERS.values()}
+    assert registered <= {path.resolve() for path in files}, "a registered trainer's module is not scanned"
+    for path in files:
         found += trl_overrides(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)), names)
     assert not found, (
         "a method file overrides a method of trl.GRPOTrainer; use a hook of EntropyGRPOTrainer or TRLBoundary "

@@ -14,6 +14,10 @@ says how the run is built (`healtrl.study.runs.make_trainer`):
 regime (`PAPER_REGIME`, issue #40) runs methods with 4 optimizer steps per rollout batch. `DEFAULT_METHODS` are the
 study's default set, `STUDY_METHODS` what `--pairs all` runs in both regimes; `ABLATIONS` stay opt-in.
 
+The table is explicit (each method's label, settings and notes are chosen for the study): `unstudied_trainers()`
+names a registered trainer (`healtrl.trainers.TRAINERS`) that no method here runs, and `tests/test_fifth_method.py`
+fails on it; until it has an entry, `healtrl study --trainer module:Class` runs it.
+
 Imports no trainer at import time: `trainer_runs()` resolves the classes named in `RUN_CONFIGS` on first use, so that
 the command line's `--help` stays cheap.
 """
@@ -224,6 +228,33 @@ def trainer_runs() -> dict[str, tuple[type, type, dict, str]]:
     }
 
 
+# The trainers the study's sources other than `runs` build (`runs.make_trainer`, `runs.make_heal_family_trainer`):
+# source -> the trainer classes, named as `healtrl.trainers` exports them.
+SOURCE_TRAINERS = {"heal_toy": ("EntropyGRPOTrainer", "HEALTrainer"), "opefo": ("OPEFOTrainer",)}
+
+
+def studied_trainers() -> dict[str, list[str]]:
+    """Trainer class name -> the study methods (`METHODS`, a user's trainer left out) that run it."""
+    found: dict[str, list[str]] = {}
+    for method, (_, _, source, runs_key, _) in METHODS.items():
+        if source == "user":
+            continue
+        names = (RUN_CONFIGS[runs_key][0],) if source == "runs" else SOURCE_TRAINERS[source]
+        for name in names:
+            found.setdefault(name, []).append(method)
+    return found
+
+
+def unstudied_trainers(registry: dict | None = None) -> list[str]:
+    """The registered trainers (`healtrl.trainers.TRAINERS`, or `registry`) that no study method runs: a method
+    registered without a `METHODS` entry (and its `RUN_CONFIGS` settings) is named here, and
+    `tests/test_fifth_method.py` fails on it. `healtrl study --trainer module:Class` runs such a trainer meanwhile."""
+    if registry is None:
+        from healtrl.trainers import TRAINERS as registry
+    studied = studied_trainers()
+    return sorted(name for name, (trainer, _) in registry.items() if trainer.__name__ not in studied)
+
+
 def notes(method: str, task: str) -> str:
     """The table's notes for `method`: its METHODS notes, or the world's overrides where it has some."""
     overrides = WORLD_OVERRIDES.get(task, {}).get(method)
@@ -278,15 +309,30 @@ def read_fields(path: str | None) -> dict:
     return fields
 
 
+# Config fields the study sets for every method alike (the budget, the world, the seeds and what every run logs):
+# a user's `--config` may not change them, so that the user's trainer runs beside GRPO on the same terms.
+STUDY_FIXED_FIELDS = frozenset(
+    {
+        "output_dir", "max_steps", "seed", "learning_rate", "lr_scheduler_type", "per_device_train_batch_size",
+        "num_generations", "gradient_accumulation_steps", "temperature", "beta", "max_completion_length", "use_vllm",
+        "use_cpu", "bf16", "logging_steps", "save_strategy", "report_to", "disable_tqdm", "dataloader_num_workers",
+        "rollout_entropy", "entropy_flow_diagnostics", "steps_per_generation", "num_iterations",
+    }
+)  # fmt: skip
+
+
 def user_method(spec: str, fields: dict) -> dict:
-    """The study's description of a user's trainer: its method key (the class name and a digest of `spec` and
-    `fields`, so that a changed config is a new method with its own cached runs), label, notes, the trainer spec
-    and the config fields, each checked to be a field of the trainer's `config_class`.
+    """The study's description of a user's trainer: its method key (the class name and a digest of `spec`, `fields`
+    and the source file of the trainer's module, so that a changed config or trainer is a new method with its own
+    cached runs), label, notes, the trainer spec and the config fields, each checked to be a field of the trainer's
+    `config_class` and not one the study fixes for every method (`STUDY_FIXED_FIELDS`).
 
     Raises:
-        ValueError: as `load_trainer_class`, or a field the config class does not have.
+        ValueError: as `load_trainer_class`, a field the config class does not have or the study fixes, or a trainer
+            whose module's source file cannot be read (its runs could not be told apart from an edited trainer's).
     """
     import dataclasses
+    import inspect
 
     cls = load_trainer_class(spec)
     config_cls = cls.config_class
@@ -294,7 +340,19 @@ def user_method(spec: str, fields: dict) -> dict:
     unknown = sorted(set(fields) - known)
     if unknown:
         raise ValueError(f"--config: {', '.join(unknown)} are not fields of {config_cls.__name__}.")
-    digest = hashlib.sha256(json.dumps([spec, fields], sort_keys=True, default=str).encode()).hexdigest()[:8]
+    fixed = sorted(set(fields) & STUDY_FIXED_FIELDS)
+    if fixed:
+        raise ValueError(
+            f"--config: {', '.join(fixed)} are set by the study for every method alike (budget, world, seeds, "
+            "logging), so that your trainer runs beside GRPO on the same terms; remove them."
+        )
+    try:
+        with open(inspect.getfile(sys.modules[cls.__module__]), "rb") as f:
+            source = hashlib.sha256(f.read()).hexdigest()
+    except (OSError, TypeError, KeyError) as exc:
+        raise ValueError(f"--trainer {spec!r}: cannot read its module's source file ({exc}).") from None
+    key = json.dumps([spec, fields, source], sort_keys=True, default=str)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
     described = ", ".join(f"{k} {v}" for k, v in fields.items()) or "its config's defaults"
     return {
         "key": f"{cls.__name__}-{digest}",

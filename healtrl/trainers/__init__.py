@@ -11,6 +11,7 @@ from .posadv import PosAdvConfig, PosAdvTrainer
 
 # name -> (trainer class, config class). `grpo` is TRL's GRPO plus the entropy baselines the papers compare against
 # (Clip-Cov, KL-Cov, Entropy-Adv); with `entropy_method: none` it is EntropyGRPOTrainer, i.e. TRL's GRPO.
+# A method defined outside this package is added with `register_trainer` (ARCHITECTURE.md, "Adding a method").
 TRAINERS: dict[str, tuple[type, type]] = {
     "grpo": (GRPOBaselineTrainer, GRPOBaselineConfig),
     "heal": (HEALTrainer, HEALConfig),
@@ -18,6 +19,40 @@ TRAINERS: dict[str, tuple[type, type]] = {
     "posadv": (PosAdvTrainer, PosAdvConfig),
     "opefo": (OPEFOTrainer, OPEFOConfig),
 }
+
+
+def register_trainer(name: str, trainer_cls: type, config_cls: type) -> None:
+    """Add a method to `TRAINERS` under `name`, so that `trainer: <name>` selects it in a config and every list of
+    methods derived from the registry (the dry run, the tests' scans of method files, the shipped help texts' check)
+    sees it.
+
+    Checked: `name` is an identifier not registered yet; `trainer_cls` is a subclass of
+    `EntropyGRPOTrainer` and `config_cls` of `EntropyGRPOConfig`; `trainer_cls.config_class` is `config_cls` (the
+    config the trainer builds when given `args=None`, and the one `healtrl study --trainer` builds for it).
+
+    Raises:
+        ValueError: any of the checks fails; the registry is left unchanged.
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(
+            f"register_trainer: the name must be an identifier (`trainer: <name>` in a config), got {name!r}."
+        )
+    if name in TRAINERS:
+        raise ValueError(
+            f"register_trainer: '{name}' is registered already ({TRAINERS[name][0].__name__}); choose another name."
+        )
+    if not (isinstance(trainer_cls, type) and issubclass(trainer_cls, EntropyGRPOTrainer)):
+        raise ValueError(f"register_trainer('{name}'): {trainer_cls!r} is not a subclass of EntropyGRPOTrainer.")
+    if not (isinstance(config_cls, type) and issubclass(config_cls, EntropyGRPOConfig)):
+        raise ValueError(f"register_trainer('{name}'): {config_cls!r} is not a subclass of EntropyGRPOConfig.")
+    declared = getattr(trainer_cls, "config_class", None)
+    if declared is not config_cls:
+        raise ValueError(
+            f"register_trainer('{name}'): {trainer_cls.__name__}.config_class is "
+            f"{getattr(declared, '__name__', declared)}, not {config_cls.__name__}; set `config_class = "
+            f"{config_cls.__name__}` in the trainer class."
+        )
+    TRAINERS[name] = (trainer_cls, config_cls)
 
 
 def get_trainer_classes(name: str) -> tuple[type, type]:
@@ -123,4 +158,5 @@ __all__ = [
     "get_trainer_classes",
     "method_fields",
     "on_policy_inert",
+    "register_trainer",
 ]
