@@ -27,12 +27,16 @@ exec > >(tee -a "$out/log.txt") 2>&1
 
 date -u
 nvidia-smi -L
-$py -c "import torch, triton, transformers, trl; print('torch', torch.__version__, '| triton', triton.__version__, '| transformers', transformers.__version__, '| trl', trl.__version__, '|', torch.cuda.get_device_name(), 'cc', torch.cuda.get_device_capability())"
-$py -c "import torch; from healtrl.kernels.api import resolve_backend; print('auto on cuda, bf16, H=4096:', resolve_backend('auto', torch.device('cuda'), dtype=torch.bfloat16, hidden_size=4096))"
+$py -c "import torch, triton, transformers as tf, trl; print('torch', torch.__version__, '| triton', \
+triton.__version__, '| transformers', tf.__version__, '| trl', trl.__version__, '|', torch.cuda.get_device_name(), \
+'cc', torch.cuda.get_device_capability())"
+$py -c "import torch; from healtrl.kernels.api import resolve_backend as r; print('auto on cuda, bf16, H=4096:', \
+r('auto', torch.device('cuda'), dtype=torch.bfloat16, hidden_size=4096))"
 
 echo "== pytest -m gpu"
 tests=$(ls tests/test_kernel_chunked.py tests/test_kernels.py tests/test_eda.py tests/test_liger_path.py 2>/dev/null)
-timeout 140 $py -m pytest -m gpu -q -p no:cacheprovider -o addopts="" --continue-on-collection-errors $tests > "$out/gpu_tests.txt" 2>&1
+timeout 140 $py -m pytest -m gpu -q -p no:cacheprovider -o addopts="" --continue-on-collection-errors $tests \
+    > "$out/gpu_tests.txt" 2>&1
 tail -n 15 "$out/gpu_tests.txt"
 
 echo "== dispatch sweep, anchors' shape"
@@ -42,7 +46,8 @@ timeout 50 $py benchmarks/lm_head_sweep.py --h 576 --v 49152 --json "$out/sweep_
 
 # The chunked path at the sweep's fastest slab width (when that is not the default) beside its default
 fastest_slab() {
-    $py -c "import json,sys; d=json.load(open(sys.argv[1]))['median_s']; c=[k for k in d if k.startswith('chunked@')]; print(','+min(c, key=d.get) if c else '')" "$1" 2>/dev/null
+    $py -c "import json,sys; d=json.load(open(sys.argv[1]))['median_s']; \
+c=[k for k in d if k.startswith('chunked@')]; print(','+min(c, key=d.get) if c else '')" "$1" 2>/dev/null
 }
 for shape in "4096 151936 130" "576 49152 60"; do
     set -- $shape

@@ -39,8 +39,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # `tests.helpers` (--overhead)
 
-# The world, its data and the trainers of the grpo / hybrid / heal runs are the study's (healtrl.study); overhead.py
-# imports `general_pool` and `target_data` from here.
+# The world, its data and the trainers of the grpo / hybrid / heal runs are the study's (healtrl.study).
 from healtrl.study.runs import make_heal_family_trainer as make_trainer  # noqa: E402
 from healtrl.study.world import (  # noqa: E402
     GENERAL_ENTROPY,

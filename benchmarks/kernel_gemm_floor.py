@@ -3,8 +3,8 @@
 Forward+backward of ``logp`` and entropy needs four GEMMs of ``2 N H V`` FLOP each: the forward logits, their
 recompute in the backward (nothing of size ``[N, V]`` is kept), ``dh = D @ W`` and ``dW = D^T @ h``. ``gemms`` runs
 exactly these four (``_bench.four_gemms``) with the tiling of ``healtrl.kernels.torch_chunked`` (``plan_chunks``:
-same slabs, chunks and buffers, no elementwise work), so ``ours - gemms`` is what the softmax statistics and the logits gradient cost on
-top, and ``gemms / trl-4096`` is the lowest ratio to TRL any exact four-GEMM float32 kernel reaches with these GEMMs.
+same slabs, chunks and buffers, no elementwise work), so ``ours - gemms`` is what the softmax statistics and the
+logits gradient cost on top, and ``gemms / trl-4096`` is the lowest ratio to TRL any exact four-GEMM float32 kernel reaches with these GEMMs.
 
 Timing: fwd+bwd wall clock, every implementation once per round, order rotated each round, median over rounds
 (``--repeats``), after one warm-up round.

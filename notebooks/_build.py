@@ -8,7 +8,8 @@ their imports sit in later cells, E402). Edit the source, never the .ipynb.
     python notebooks/_build.py                 # build every notebook and execute it, storing the outputs
     python notebooks/_build.py 02_aer          # only these notebooks
     python notebooks/_build.py --check         # exit 1 naming each notebook that is stale (what the tests check)
-    python notebooks/_build.py --full 06_reasoning_world   # store the outputs of the full path (FULL_PATH below)
+    python notebooks/_build.py --full 06_reasoning_world   # the notebooks stored from their full path (FULL_PATH
+                                                           # below; a plain build takes that path for them too)
 
 Executing runs each notebook top to bottom on the small path (`HEALTRL_NOTEBOOK_SMALL=1`: the offline toy world, a few
 dozen CPU steps, about a minute each) in a fresh `python3` kernel in a temporary folder, with this checkout first on
@@ -53,7 +54,7 @@ KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3
 SMALL_ENV = {"HEALTRL_NOTEBOOK_SMALL": "1", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 FULL_ENV = {"HEALTRL_NOTEBOOK_SMALL": "0", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 # Notebooks whose stored outputs come from their full path: a run worth reading on GitHub, where the full path needs
-# no network and fits a CPU (06: the cached reasoning world, 200 steps per run, about 20 minutes on 2 cores). The
+# no network and fits a CPU (06: the cached reasoning world, 200 steps per run, about 10 minutes on 2 cores). The
 # others' full paths train a Hub or offline language model (hours on a CPU), so they store the small path's outputs.
 # CI re-executes every notebook on the small path either way (tests/test_notebooks.py).
 FULL_PATH = ("06_reasoning_world",)
@@ -313,7 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help=f"notebooks to build (default: all of {', '.join(NAMES)})")
     parser.add_argument("--check", action="store_true", help="only check that the notebooks are current")
     parser.add_argument(
-        "--full", action="store_true", help=f"execute on the full path (only {', '.join(FULL_PATH)}: see FULL_PATH)"
+        "--full",
+        action="store_true",
+        help=f"only the notebooks built on their full path ({', '.join(FULL_PATH)}, see FULL_PATH; they always are)",
     )
     args = parser.parse_args(argv)
     # The fingerprint reads the API of this checkout's healtrl, the one the notebooks run with (`execute`).
@@ -321,17 +324,18 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in args.names if n not in NAMES]
     if unknown:
         parser.error(f"unknown notebook(s) {unknown}; the notebooks are {NAMES}")
-    names = args.names or NAMES
+    names = args.names or (list(FULL_PATH) if args.full else NAMES)
     if args.full and set(names) - set(FULL_PATH):
         parser.error(f"--full builds only {list(FULL_PATH)} (the others' full paths train a Hub or offline model)")
     if args.check:
         stale = [(n, why) for n in names if (why := staleness(n))]
         for name, why in stale:
-            print(f"stale: {why}; run `{COMMAND} {name}`", file=sys.stderr)
+            print(f"stale: {why}; run `{COMMAND}{' --full' if name in FULL_PATH else ''} {name}`", file=sys.stderr)
         return 1 if stale else 0
     for name in names:
-        print(f"building {name} (executing on the {'full' if args.full else 'small'} path)...", flush=True)
-        write(name, build(name, full=args.full))
+        full = name in FULL_PATH  # always: its stored outputs are the full path's (`--full` says so explicitly)
+        print(f"building {name} (executing on the {'full' if full else 'small'} path)...", flush=True)
+        write(name, build(name, full=full))
         outputs = sum(len(c.get("outputs", [])) for c in nbformat.read(notebook_path(name), as_version=4).cells)
         print(f"wrote {notebook_path(name).relative_to(REPO)} ({outputs} outputs)")
     return 0

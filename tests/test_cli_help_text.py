@@ -21,7 +21,11 @@ def test_shipped_texts_are_current():
         assert text == format_help(name, prog=help_text.PROG) + "\n", f"{name}: stale help text"
 
 
-def test_help_prints_the_shipped_text(capsys):
+def test_help_prints_the_shipped_text(monkeypatch, capsys):
+    import sys
+
+    # As in a fresh `healtrl train --help` (tests/test_lazy_import.py runs that one): the trainers not imported yet
+    monkeypatch.delitem(sys.modules, "healtrl.trainers")
     with pytest.raises(SystemExit) as exc:
         resolve(["--trainer", "aer", "--help"], prog="healtrl train")
     assert exc.value.code == 0
@@ -51,3 +55,15 @@ def test_a_custom_registry_gets_its_own_text(capsys):
         resolve(["--trainer", "mine", "--help"], registry=registry, prog="train.py")
     out = capsys.readouterr().out
     assert "mine: GRPOBaselineTrainer with GRPOBaselineConfig (selected)" in out and "heal:" not in out
+
+
+def test_a_process_that_imported_the_trainers_gets_the_live_text(monkeypatch, capsys):
+    """After `register_trainer` (or any import of the trainers) the help lists what the registry holds now."""
+    import healtrl.cli.config as config
+    from healtrl.trainers import TRAINERS
+
+    monkeypatch.setattr(config, "shipped_help", lambda *a: pytest.fail("the shipped text was read"))
+    monkeypatch.setitem(TRAINERS, "mine", TRAINERS["grpo"])
+    with pytest.raises(SystemExit):
+        resolve(["--help"], prog="train.py")
+    assert "  mine: GRPOBaselineTrainer with GRPOBaselineConfig" in capsys.readouterr().out

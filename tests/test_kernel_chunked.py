@@ -79,13 +79,19 @@ def test_dispatch_table_lookup():
 
 
 def test_dispatch_table_entries_are_valid():
-    for prefix, classes in dispatch.TABLE.items():
-        assert prefix.startswith("NVIDIA") and classes, prefix
-        bounds = [c[0] for c in classes]
-        assert bounds[-1] is None, f"{prefix}: the last shape class must take any hidden size"
-        assert all(b is not None for b in bounds[:-1]) and bounds[:-1] == sorted(bounds[:-1]), prefix
-        for _, backend, chunk in classes:
-            assert backend in ("triton", "chunked") and (chunk is None or chunk > 0), (prefix, backend, chunk)
+    dispatch.check_table(dispatch.TABLE)  # the committed table (empty until a GPU runs the sweep)
+    assert all(prefix.startswith("NVIDIA") for prefix in dispatch.TABLE)
+    dispatch.check_table({"NVIDIA H100": [(1024, "triton", None), (4096, "chunked", 2048), (None, "chunked", None)]})
+    bad = [
+        {"NVIDIA H100": [(1024, "triton", None)]},  # no class for any hidden size
+        {"NVIDIA H100": [(4096, "triton", None), (1024, "chunked", None), (None, "triton", None)]},  # decreasing
+        {"NVIDIA H100": [(None, "cublas", None)]},  # no such backend
+        {"NVIDIA H100": [(None, "chunked", 0)]},  # chunk size
+        {"": [(None, "triton", None)]},  # no prefix
+    ]
+    for table in bad:
+        with pytest.raises(ValueError, match="dispatch table"):
+            dispatch.choose("NVIDIA H100 80GB HBM3", torch.bfloat16, 576, table)
 
 
 def test_auto_follows_the_table_and_the_self_checks(monkeypatch):
@@ -105,6 +111,24 @@ def test_auto_follows_the_table_and_the_self_checks(monkeypatch):
     checks["triton"] = False  # the fused kernel failed too: torch
     assert kapi._auto_choice(cuda, bf16, 4096) == ("torch", None)
     assert kapi._auto_choice(torch.device("cpu"), bf16, 4096) == ("torch", None)
+
+
+def test_auto_with_a_chunk_size_keeps_the_fused_meaning(monkeypatch):
+    """Under "auto" a caller's chunk_size is the fused path's token chunk: where the table picks the chunked path
+    (whose chunk_size is a slab width), the fused path runs with it instead."""
+    pytest.importorskip("triton")
+    calls = []
+    monkeypatch.setattr(kapi, "_auto_choice", lambda device, dtype, h: ("chunked", 4096))
+    monkeypatch.setattr(kapi, "_validate", lambda *a: None)
+    import healtrl.kernels.triton_chunked as tc
+    import healtrl.kernels.triton_fused as tf
+
+    monkeypatch.setattr(tf, "triton_logprob_entropy", lambda *a, **k: calls.append(("fused", k["token_chunk"])))
+    monkeypatch.setattr(tc, "chunked_logprob_entropy", lambda *a, **k: calls.append(("chunked", k["chunk_size"])))
+    h, w, y, _ = make_inputs(4, 8, 30)
+    kapi.fused_logprob_entropy(h, w, y, chunk_size=512)
+    kapi.fused_logprob_entropy(h, w, y)
+    assert calls == [("fused", 512), ("chunked", 4096)]
 
 
 @pytest.mark.skipif(CHILD, reason="runs in the parent")

@@ -241,8 +241,8 @@ def _assert_lever_acted(case: Case, calls: list) -> None:
 
 
 def _one_step(name: str, tmp_path, monkeypatch, **config) -> tuple[EntropyGRPOTrainer, list[LossBatch], list]:
-    """Train case `name` (`Case.steps` optimizer steps) with `use_liger_kernel=True`; returns the trainer, the loss forwards' batches
-    (built by the boundary inside TRL's `_compute_loss`) and the lever's calls."""
+    """Train case `name` (`Case.steps` optimizer steps) with `use_liger_kernel=True`; returns the trainer, the loss
+    forwards' batches (built by the boundary inside TRL's `_compute_loss`) and the lever's calls."""
     case = CASES[name]
     trainer_cls, _ = TRAINERS[case.trainer]
     batches: list[LossBatch] = []

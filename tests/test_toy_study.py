@@ -337,6 +337,12 @@ def test_user_trainer_is_one_more_method_beside_grpo(user_trainer):
     # another config is another method (its own cache files); --pairs adds the user's method in the pairs' regimes
     other = command.parse_args([*base, "--trainer", "study_user_methods:BonusTrainer"])
     assert other.user["key"] != key and other.user["fields"] == {}
+    # an edited trainer (its module's source changed) is another method too: its old cached runs are not reused
+    source = user_trainer / "study_user_methods.py"
+    source.write_text(source.read_text() + "\n# edited\n")
+    edited = command.parse_args([*base, "--trainer", "study_user_methods:BonusTrainer", "--config", "fields.yaml"])
+    assert edited.user["key"] != key and edited.user["fields"] == {"entropy_coef": 0.01}
+    source.write_text(USER_MODULE)
     paired = command.parse_args([*base, "--trainer", "study_user_methods:BonusTrainer", "--pairs", "aer:few_shot"])
     assert paired.pairs == [("aer", "few_shot"), (other.user["key"], "few_shot")]
     # the report reads the user's runs like any method's
@@ -365,6 +371,8 @@ def test_user_trainer_is_one_more_method_beside_grpo(user_trainer):
         ("study_user_methods:Missing", None, "has no attribute Missing"),
         ("study_user_methods:NotATrainer", None, "is not a subclass of healtrl's EntropyGRPOTrainer"),
         ("study_user_methods:BonusTrainer", "no_such_field: 1\n", "no_such_field are not fields of EntropyGRPOConfig"),
+        # the study's budget and logging are the same for every method: a user's config may not move them
+        ("study_user_methods:BonusTrainer", "learning_rate: 0.1\nseed: 3\n", "learning_rate, seed are set by the"),
     ],
 )
 def test_user_trainer_errors_are_named(user_trainer, capsys, spec, fields, message):
@@ -397,3 +405,14 @@ def test_user_trainer_trains_through_the_study(user_trainer):
     record = json.loads((user_trainer / "toy_study_runs" / f"{key}-few_shot-seed0-2steps.json").read_text())
     assert record["trainer"] == "BonusTrainer" and record["user"]["fields"] == {"entropy_coef": 0.01}
     assert all(v is not None for v in record["series"]["entropy_target"])
+
+
+def test_a_report_outside_a_checkout_needs_no_scratch_folder(tmp_path, monkeypatch, capsys):
+    """Installed from a wheel (no results folder of a checkout): `--report` with `--output-dir` trains nothing and
+    asks for no `--work-dir`; a study that trains does."""
+    monkeypatch.setattr(command, "RESULTS_DIR", str(tmp_path / "no_checkout"))
+    base = ["--task", "countdown", "--seeds", "0", "--output-dir", str(tmp_path)]
+    assert command.parse_args([*base, "--report"]).report_only
+    with pytest.raises(SystemExit):
+        command.parse_args(base)
+    assert "give --work-dir (scratch) too" in capsys.readouterr().err

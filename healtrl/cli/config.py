@@ -371,7 +371,8 @@ def resolve(
             if not values or len(values) != 1:
                 raise ConfigError("`--trainer` needs one value, the trainer's name, e.g. `--trainer grpo`.")
             trainer_name, trainer_source = values[0], "on the command line"
-    if cli.help and registry is None and (text := shipped_help(trainer_name, prog)) is not None:
+    live = registry is not None or "healtrl.trainers" in sys.modules  # imported: live text, registrations included
+    if cli.help and not live and (text := shipped_help(trainer_name, prog)) is not None:
         print(text, end="")  # healtrl's own trainers: the text shipped for these versions (`help_text`)
         raise SystemExit(0)
     if trainer_name is None and cli.help:

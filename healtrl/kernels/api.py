@@ -219,7 +219,9 @@ def fused_logprob_entropy(
             ``TRITON_INTERPRET=1``.
         chunk_size: rows (tokens) per chunk for the torch path, token-chunk of the backward workspace for the
             fused path, vocabulary columns per slab for the chunked path; ``None`` picks one from a memory budget
-            (see the backends' docstrings) or, under ``"auto"``, from the dispatch table.
+            (see the backends' docstrings) or, under ``"auto"``, from the dispatch table. Under ``"auto"`` on CUDA a
+            given ``chunk_size`` is the fused path's token chunk, and the fused path is taken even where the table
+            would pick the chunked one (whose ``chunk_size`` means something else).
 
     Returns:
         :class:`LogProbEntropy` of float32 ``[N]`` tensors for any input dtype. ``logp`` and ``entropy`` are
@@ -231,6 +233,8 @@ def fused_logprob_entropy(
         raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
     if backend == "auto":
         which, table_chunk = _auto_choice(hidden.device, hidden.dtype, hidden.shape[1])
+        if chunk_size is not None and which == "chunked":
+            which = "triton"  # a caller's chunk_size under "auto" keeps one meaning: the fused path's token chunk
         chunk_size = chunk_size if chunk_size is not None else table_chunk
     else:
         which = resolve_backend(backend, hidden.device)

@@ -34,9 +34,29 @@ TABLE: dict[str, list[tuple[int | None, str, int | None]]] = {}
 FALLBACK = Choice("triton", None, "no measurement for this device: the fused kernel")
 
 
+def check_table(table) -> None:
+    """Raise ``ValueError`` naming the entry of a malformed dispatch table: each device prefix maps to shape classes
+    ``(max_hidden, backend, chunk_size)`` with increasing integer bounds, the last one ``None`` (any hidden size), a
+    backend ``"triton"`` or ``"chunked"`` and a chunk size ``None`` or a positive int."""
+    for prefix, classes in table.items():
+        if not isinstance(prefix, str) or not prefix or not classes:
+            raise ValueError(f"dispatch table: entry {prefix!r} needs a device-name prefix and shape classes")
+        bounds = [c[0] for c in classes]
+        if (
+            bounds[-1] is not None
+            or any(not isinstance(b, int) for b in bounds[:-1])
+            or bounds[:-1] != sorted(set(bounds[:-1]))
+        ):
+            raise ValueError(f"dispatch table: {prefix!r}: bounds {bounds} must increase and end with None (any H)")
+        for _, backend, chunk in classes:
+            if backend not in ("triton", "chunked") or not (chunk is None or (isinstance(chunk, int) and chunk > 0)):
+                raise ValueError(f"dispatch table: {prefix!r}: ({backend!r}, {chunk!r}) is no backend / chunk size")
+
+
 def choose(device_name: str, dtype: torch.dtype, hidden_size: int, table=None) -> Choice:
     """The CUDA path for a head of ``hidden_size`` in ``dtype`` on the device named ``device_name``."""
     table = TABLE if table is None else table
+    check_table(table)
     if dtype == torch.float32:
         return Choice("triton", None, "float32: the fused kernel (IEEE fp32 products)")
     for prefix, classes in table.items():

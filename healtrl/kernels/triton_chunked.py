@@ -29,7 +29,8 @@ smaller than ``dW`` whenever N < V.
 Buffer and its bound: ``Z`` (fp32) and ``D`` (input dtype) of ``R x S`` each, ``R x S x (4 + itemsize)`` bytes.
 Default: at most a quarter of the weight gradient's bytes (``V x H x itemsize / 4``), all tokens per chunk and the
 widest slab (a multiple of 128 columns, slabs balanced) that fits; if fewer than ``MIN_SLAB`` columns of all tokens
-fit, the slab is ``MIN_SLAB`` wide and the tokens are chunked to fit instead. At N=16384, H=4096, V=151936, bf16:
+fit, the slab is ``MIN_SLAB`` wide and the tokens are chunked to fit instead (at least 64 tokens per chunk, so on
+tiny heads the buffer can exceed the quarter: 64 x ``MIN_SLAB`` elements at most). At N=16384, H=4096, V=151936, bf16:
 50 slabs of 3072 columns, buffer 288 MiB beside dW's 1,187 MiB. ``chunk_size`` sets the slab width (all tokens per
 chunk, buffer ``N x chunk_size x (4 + itemsize)`` bytes) for shapes where wider slabs pay (the dispatch table,
 ``dispatch``, records which).
@@ -80,7 +81,14 @@ def _logits_fp32(out: torch.Tensor, h_c: torch.Tensor, w_s: torch.Tensor) -> tor
     if h_c.dtype == torch.float32:
         return torch.mm(h_c, w_s.t(), out=out)
     if h_c.device.type == "cuda":
-        return torch.mm(h_c, w_s.t(), out_dtype=torch.float32, out=out)
+        try:
+            return torch.mm(h_c, w_s.t(), out_dtype=torch.float32, out=out)
+        except TypeError as exc:  # a torch whose mm has no out_dtype
+            raise RuntimeError(
+                f"backend='chunked' needs torch.mm(..., out_dtype=torch.float32) (fp32 logits from {h_c.dtype} "
+                f"operands through cuBLAS); this PyTorch ({torch.__version__}) has no such argument ({exc}). Use "
+                "backend='triton' or 'auto', or a newer PyTorch."
+            ) from None
     # CPU (tests under the interpreter): torch has no bf16 x bf16 -> fp32 product here; upcast (same products)
     return torch.mm(h_c.float(), w_s.float().t(), out=out)
 

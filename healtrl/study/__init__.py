@@ -11,7 +11,7 @@ What it holds (`healtrl study` on the command line, `healtrl/cli/study.py`; `ben
   worker processes that trains the missing runs (`train_missing`);
 - `report`: per-run summaries, the figures, the findings and the markdown table (`write_report`);
 - `claims`: the papers' claims, each a pre-registered statistic with a threshold, a control and paired comparisons,
-  judged on the cached runs (`evaluate`, `main`: `claims.md`, `claims.json`, the README's table);
+  judged on the cached runs (`evaluate`, `judge`: `claims.md`, `claims.json`, the README's table);
 - `command`: the command line of the study (`parse_args`, `main`);
 - `paths`: the repository's results folders and the cache's name.
 

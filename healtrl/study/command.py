@@ -16,9 +16,10 @@ at most 4 completion tokens (`healtrl.toy.collapse.toy_grpo_config`), one torch 
 - Opt-in (not in the default study): PosAdv's ablations `neg_only` / `pos_only` (A<0 / A>0 tokens only), which test
   the premise of the entropy-guided schedule (training on A<0 tokens raises the entropy).
 - `--trainer MODULE:CLASS [--config FIELDS.yaml]`: your own trainer (a subclass of healtrl's `EntropyGRPOTrainer`;
-  the YAML file: fields of its `config_class`) as one more method, in the same world, data, budget and seeds, beside
-  GRPO (the claims' control; `--methods` adds others). Its cached runs are keyed by the class name and a digest of
-  the trainer and the fields.
+  the YAML file: fields of its `config_class`, except those the study sets for every method, `STUDY_FIXED_FIELDS`) as
+  one more method, in the same world, data, budget and seeds, beside GRPO (the claims' control; `--methods` adds
+  others). Its cached runs are keyed by the class name and a digest of the spec, the fields and the source file of
+  the trainer's module (an edited trainer gets new runs).
 
 `--task countdown` runs the study in the reasoning world (`healtrl.toy.world`: Countdown with written-out steps as
 the target domain, sum chains as the general one; completions up to 32 tokens; few-shot 16 / full 256 target
@@ -197,7 +198,7 @@ def parse_args(
         sub = {"add": None, "countdown": "reasoning_study"}.get(args.task, f"{args.task}_study")
         args.output_dir = base if sub is None else os.path.join(base, sub)
     if args.work_dir is None:
-        if not os.path.isdir(RESULTS_DIR):
+        if not os.path.isdir(RESULTS_DIR) and not args.report_only:  # a report trains nothing: no scratch needed
             parser.error(f"{REPOSITORY} is no source checkout of healtrl: give --work-dir (scratch) too.")
         args.work_dir = WORK_DIR
     args.regimes = list(dict.fromkeys(args.regimes))
