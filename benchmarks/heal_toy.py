@@ -172,13 +172,13 @@ def overhead(args):
         lengths = mask.sum(1)
         return eda_rewards([entropies[i, : lengths[i]] for i in range(len(lengths))], is_target)
 
+    from healtrl.trainers._trl.hooks import GenerationCall
+
     def rollout_entropies(captured):
         # The TRL boundary's provision of the rollout entropies (`_trl/generation.py`), from what generation captured
         # (None: one no-grad forward).
-        heal._rollout_ids = (prompts, completions)
-        heal._stats_keys = frozenset({"entropy"})
-        heal._stats_captured = captured
-        stats = heal._provide_rollout_stats()
+        call = GenerationCall(stats_keys=frozenset({"entropy"}), rollout_ids=(prompts, completions), captured=captured)
+        stats = heal._provide_rollout_stats(call)
         return stats["entropy"], stats.mask
 
     def heal_step(source):

@@ -63,9 +63,9 @@ def timed(cls):
             self._gen += time.perf_counter() - start
             return out
 
-        def _provide_rollout_stats(self):  # OPEFO's whole-batch statistics (gradient accumulation > 1)
+        def _provide_rollout_stats(self, call):  # OPEFO's whole-batch statistics (gradient accumulation > 1)
             start = time.perf_counter()
-            out = super()._provide_rollout_stats()
+            out = super()._provide_rollout_stats(call)
             self._extra += time.perf_counter() - start
             return out
 

@@ -53,8 +53,8 @@ class CountingForward(OPEFOTrainer):
         self.stats_source = None if stats is None else stats.source
         super().finish_generation_batch(batch, stats)
 
-    def _provide_rollout_stats(self):
-        stats = super()._provide_rollout_stats()
+    def _provide_rollout_stats(self, call):
+        stats = super()._provide_rollout_stats(call)
         self.fallback_forwards += stats.source == "forward"
         return stats
 

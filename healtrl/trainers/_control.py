@@ -12,11 +12,16 @@
   `num_iterations` passes, or the one optimizer step), over all processes, averaged either per token (the sum of the
   token entropies over the number of tokens) or per sequence (the sum of the per-sequence mean token entropies over
   the number of sequences with at least one token), as the `measure` given to `init_entropy_control` says. Identical on
-  every rank. The controller sees it in `update_controller(entropy)`.
-- Resume in the middle of a rollout batch: the checkpointed method state holds the partial entropy window; TRL's
-  micro-batch count and each process's part of an unfinished rollout batch are checkpointed for every healtrl
-  trainer (`TRLBoundary._save_checkpoint`, `_trl/checkpoint.py`), so that the resumed run takes the same updates as an
-  uninterrupted one.
+  every rank.
+- How it travels, in one accumulator: the method's lever calls `record_entropy(batch)` on every training micro-batch,
+  which adds the micro-batch's [sum, count], summed over all processes, to the window (`_entropy_window`); after
+  each optimizer step the base calls `optimizer_step_end`, where the mixin, at the end of a window (every step, or the
+  step that ends the rollout batch: `at_rollout_boundary`), calls `update_controller(sum / count)` and empties the
+  window. A method's controller therefore reads H_t as the argument of `update_controller`, and nothing else.
+- Resume in the middle of a rollout batch: the checkpointed method state holds the partial window (`window_entropy`:
+  [sum, count] over all processes, or null at a window's start); TRL's micro-batch count and each process's part of
+  an unfinished rollout batch are checkpointed for every healtrl trainer (`TRLBoundary._save_checkpoint`,
+  `_trl/checkpoint.py`), so that the resumed run takes the same updates as an uninterrupted one.
 - Reproducible random streams (`RandomStreamMixin`, apart from the entropy control: the `grpo` trainer's Clip-Cov
   draws random tokens without following the entropy): a fresh `torch.Generator` per call, seeded from (seed, process,
   call counter); the counter is part of the checkpointed method state, so a resumed run draws what an uninterrupted
@@ -40,7 +45,6 @@ from .contract import generate_every
 
 CONTROLLER_UPDATES = ("rollout_batch", "optimizer_step")
 ENTROPY_MEASURES = ("token", "sequence")
-CONTROLLER_ENTROPY_KEY = "controller_entropy"  # the `step_sums` key of H_t's [sum, count]
 
 
 def check_controller_update(args, field_name: str = "controller_update", active: bool = True) -> None:
@@ -68,9 +72,9 @@ class EntropyControlMixin:
     """Mixin for `EntropyGRPOTrainer` subclasses whose coefficients follow the global entropy (see the module doc).
 
     A trainer calls `init_entropy_control(update, measure)` in its constructor, `record_entropy(batch)` from a lever on
-    every training micro-batch (it accumulates through the base's `step_sums`; the base's step-end hook
-    `optimizer_step_end` then moves the controller) and overrides `update_controller(entropy)`. The partial entropy
-    window is checkpointed through `method_state`, which chains through `super()`.
+    every training micro-batch (it adds to the controller's window), and overrides `update_controller(entropy)`, which
+    the mixin calls with H_t at the end of each window (from the base's step-end hook `optimizer_step_end`). The
+    partial window is checkpointed through `method_state`, which chains through `super()`.
     """
 
     def init_entropy_control(self, update: str = "optimizer_step", measure: str = "token") -> None:
@@ -81,11 +85,13 @@ class EntropyControlMixin:
             raise ValueError(f"The entropy measure must be one of {', '.join(ENTROPY_MEASURES)}; got {measure!r}.")
         self._controller_update = update
         self._entropy_measure = measure
-        self._window_entropy: list[float] | None = None  # all processes, earlier optimizer steps of the rollout batch
+        #: The window's [sum, count] over all processes (float64), None before its first micro-batch.
+        self._entropy_window: torch.Tensor | None = None
 
     # -- global entropy of a window ---------------------------------------------------------------------------------
     def record_entropy(self, batch) -> None:
-        """Accumulate the entropy sum and count (tokens or sequences) of one training micro-batch."""
+        """Add one training micro-batch's entropy sum and count (tokens or sequences), over all processes, to the
+        controller's window."""
         if batch.mode != "train":
             return
         entropies = batch.entropies.detach()
@@ -96,35 +102,39 @@ class EntropyControlMixin:
             stats = torch.stack([(per_seq * counted).sum(), counted.sum().to(per_seq.dtype)])
         else:
             stats = torch.stack([(entropies * mask).sum(), mask.sum()])
-        self.step_sums(CONTROLLER_ENTROPY_KEY, stats.double())  # the base's per-step accumulation
+        stats = stats.double()
+        if self.accelerator.num_processes > 1:
+            stats = self.accelerator.reduce(stats, reduction="sum")  # every process records every micro-batch
+        self._entropy_window = stats if self._entropy_window is None else self._entropy_window + stats
 
     def optimizer_step_end(self, step_stats: dict[str, torch.Tensor]) -> None:
         super().optimizer_step_end(step_stats)
-        total = step_stats.get(CONTROLLER_ENTROPY_KEY)  # None: a step whose loss forwards never ran
-        total = [0.0, 0.0] if total is None else [float(total[0]), float(total[1])]
-        if self._controller_update == "rollout_batch":
-            if self._window_entropy is not None:
-                total = [self._window_entropy[0] + total[0], self._window_entropy[1] + total[1]]
-            if not self.at_rollout_boundary():
-                self._window_entropy = total  # the rollout batch has optimizer steps left
-                return
-            self._window_entropy = None
-        if total[1] <= 0:
-            return
-        self.update_controller(total[0] / total[1])
+        if self._controller_update == "rollout_batch" and not self.at_rollout_boundary():
+            if self._entropy_window is None:  # a step whose loss forwards never ran: the window has begun
+                self._entropy_window = torch.zeros(2, dtype=torch.float64, device=self.accelerator.device)
+            return  # the rollout batch has optimizer steps left
+        window, self._entropy_window = self._entropy_window, None
+        if window is None or float(window[1]) <= 0:
+            return  # no entropy was measured in the window
+        self.update_controller(float(window[0]) / float(window[1]))
 
     def update_controller(self, entropy: float) -> None:
-        """Update the controller from the global entropy of the window that just ended (see the module doc)."""
+        """Update the controller from H_t, the global entropy of the window that just ended (see the module doc)."""
 
     # -- checkpoint / resume -------------------------------------------------------------------------------------------
     def method_state(self) -> dict[str, Any]:
         """The state of the classes after this one in the MRO, plus the partial entropy window (JSON)."""
-        return {**super().method_state(), "window_entropy": self._window_entropy}
+        window = self._entropy_window
+        return {**super().method_state(), "window_entropy": None if window is None else window.tolist()}
 
     def load_method_state(self, state: dict[str, Any]) -> None:
         super().load_method_state(state)
         window = state.get("window_entropy")
-        self._window_entropy = None if window is None else [float(window[0]), float(window[1])]
+        self._entropy_window = (
+            None
+            if window is None
+            else torch.tensor([float(window[0]), float(window[1])], dtype=torch.float64, device=self.accelerator.device)
+        )
 
 
 class RandomStreamMixin:

@@ -35,6 +35,12 @@ Where the pieces live:
   batch, as the paper's workflow (i)-(iv) does once per iteration; the window of H_t is then every micro-batch of the
   rollout batch (all its optimizer steps and `num_iterations` passes). `optimizer_step` updates after every optimizer
   step, H_t over that step's micro-batches. With one optimizer step per rollout batch the two are the same.
+
+The alpha update, step by step: `extra_loss` (every training micro-batch) calls `record_entropy(batch)`, which adds
+the micro-batch's entropy [sum, count], over all processes, to the controller's window (`EntropyControlMixin`, the one
+accumulator); after the optimizer step that ends the window, the mixin calls `update_controller(entropy)` here with
+H_t = sum / count, which sets H0 the first time (C2) and moves alpha by eq. 11 (C3). alpha, H0 and the partial window
+are the checkpointed method state (`method_state`); nothing else of the update is kept between steps.
 """
 
 from __future__ import annotations

@@ -547,7 +547,7 @@ class EntropyGRPOTrainer(ModelCardMixin, TRLBoundary):
         step's last micro-batch (accelerate's `sync_gradients`) returns the sums over the step's micro-batches and all
         processes (identical on every rank) and closes the step, else None. Every process calls it with the same keys.
         The closed totals are also handed to `optimizer_step_end` after the optimizer step: diagnostics log them at the
-        last micro-batch (while the step's learning rate is current), controllers update from them at the step end.
+        last micro-batch (while the step's learning rate is current), a method may read them again at the step end.
         """
         total = self._open_step_sums.get(key)
         total = local if total is None else total + local
@@ -562,7 +562,7 @@ class EntropyGRPOTrainer(ModelCardMixin, TRLBoundary):
     def optimizer_step_end(self, step_stats: dict[str, torch.Tensor]) -> None:
         """Step-end hook: called on every process after each optimizer step (before logging and checkpointing) with
         the totals `step_sums` closed during that step, by key (summed over its micro-batches and all processes).
-        The entropy controllers (AER's alpha, Pos-Adv-Reweight's lambda: `_control.EntropyControlMixin`) update here."""
+        The entropy-control mixin (`_control.EntropyControlMixin`) ends its window and moves the controller here."""
 
     def global_masked_mean(self, values: torch.Tensor, mask: torch.Tensor) -> float:
         """Token-weighted mean of `values` over `mask`, reduced across all processes."""

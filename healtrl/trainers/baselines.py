@@ -226,7 +226,6 @@ class GRPOBaselineTrainer(RandomStreamMixin, EntropyGRPOTrainer):
         self.defer_trl_entropy = bool(self.use_adaptive_entropy) and (
             getattr(self.args, "controller_update", "optimizer_step") == "rollout_batch"
         )
-        self._kl_cov_selected: torch.Tensor | None = None
         if self.entropy_method == "kl_cov" and not self.trl_computes_old_logps():
             warnings.warn(
                 "KL-Cov on-policy: with one update per rollout batch (num_iterations=1 and steps_per_generation equal "
@@ -280,35 +279,34 @@ class GRPOBaselineTrainer(RandomStreamMixin, EntropyGRPOTrainer):
             if batch.mode == "train":
                 self.log_metric("entropy_adv/bonus", self.global_masked_mean(shaped - adv, batch.mask))
             return shaped
-        if batch.mode != "train":
-            return None
-        cov = self._global_cov(batch, adv)  # Cui et al. 2025: cov_t = (A_t - mean A)(logp_t - mean logp)
-        if method == "clip_cov":
-            # Tokens TRL's surrogate already clips are not candidates, as in the reference code: TRL's own rule
-            # (`clip_status`: the importance ratio, per token or per sequence as `importance_sampling_level` sets,
-            # outside [1 - eps_low, 1 + eps_high] in the direction of the advantage before lever 1).
-            upper, lower = self.clip_status(batch)
-            selected = clip_cov_select(
-                cov,
-                batch.mask,
-                self.args.clip_cov_ratio,
-                self.args.clip_cov_lb,
-                self.args.clip_cov_ub,
-                exclude=upper | lower,
-                generator=self.next_generator(),
-            )
-            self.log_metric("cov/selected_tokens", selected.sum())
-            return adv.masked_fill(selected, 0.0)
-        # kl_cov: select here (needs cov), penalise in extra_loss
-        self._kl_cov_selected = kl_cov_select(cov, batch.mask, self.args.kl_cov_ratio, self.args.kl_cov_k_rounding)
-        self.log_metric("cov/selected_tokens", self._kl_cov_selected.sum())
-        return None
+        if method != "clip_cov" or batch.mode != "train":
+            return None  # KL-Cov selects and penalises in `extra_loss`, from the same batch
+        # Cui et al. 2025, Clip-Cov: cov_t = (A_t - mean A)(logp_t - mean logp). Tokens TRL's surrogate already clips
+        # are not candidates, as in the reference code: TRL's own rule (`clip_status`: the importance ratio, per token
+        # or per sequence as `importance_sampling_level` sets, outside [1 - eps_low, 1 + eps_high] in the direction of
+        # the advantage before lever 1).
+        upper, lower = self.clip_status(batch)
+        selected = clip_cov_select(
+            self._global_cov(batch, adv),
+            batch.mask,
+            self.args.clip_cov_ratio,
+            self.args.clip_cov_lb,
+            self.args.clip_cov_ub,
+            exclude=upper | lower,
+            generator=self.next_generator(),
+        )
+        self.log_metric("cov/selected_tokens", selected.sum())
+        return adv.masked_fill(selected, 0.0)
 
     def extra_loss(self, batch: LossBatch):
-        if self.entropy_method != "kl_cov" or batch.mode != "train" or self._kl_cov_selected is None:
+        if self.entropy_method != "kl_cov" or batch.mode != "train":
             return None
-        selected, self._kl_cov_selected = self._kl_cov_selected, None
-        # Cui et al. 2025, KL-Cov: + beta * |logp - logp_old| on the selected tokens.
+        # Cui et al. 2025, KL-Cov: the top-k tokens by cov_t = (A_t - mean A)(logp_t - mean logp), A the advantages
+        # TRL's loss used (KL-Cov shapes none), get + beta * |logp - logp_old|.
+        adv = batch.advantages.unsqueeze(1).expand_as(batch.mask).to(batch.per_token_logps.dtype)
+        cov = self._global_cov(batch, adv)
+        selected = kl_cov_select(cov, batch.mask, self.args.kl_cov_ratio, self.args.kl_cov_k_rounding)
+        self.log_metric("cov/selected_tokens", selected.sum())
         penalty = self.args.kl_cov_coef * (batch.per_token_logps - batch.old_per_token_logps).abs()
         term = aggregate_like_policy_loss(self, penalty * selected, batch.mask, batch)
         self.log_metric("cov/kl_penalty", term.detach())

@@ -14,6 +14,12 @@ Its config may implement the hooks in `CONFIG_HOOKS`. The public attributes TRL'
 `Trainer` document (`args`, `accelerator`, `model`, `state`, `num_generations`, `reward_weights`,
 `reward_func_names`, `train_dataset`, `add_callback`, ...) are TRL's API, not healtrl's, and are not listed here.
 
+A hook receives what it needs as its arguments, and a method keeps nothing of one call for the next on the trainer:
+what lasts across steps is its method state (`method_state` / `load_method_state`), set in `__init__`, the hooks
+that move it (`update_controller`, `before_training`) or `load_method_state` (`tests/test_trainer_state.py` checks
+every assignment to `self`). The boundary's own per-call state is one object per TRL call (`_trl/hooks.py`:
+`LossCall`, `GenerationCall`).
+
 Each entry says what a hook receives and when it is called; the default of each hook (a no-op) is in the class named
 as its `owner`: `BoundaryHooks` (`_trl/hooks.py`) for the hooks the boundary calls, `EntropyGRPOTrainer` (`base.py`)
 for those the base calls, `EntropyControlMixin` (`_control.py`) for the controller's. `tests/test_method_contract.py`
@@ -192,9 +198,10 @@ HOOKS: tuple[Hook, ...] = (
         "update_controller",
         ("entropy",),
         "EntropyControlMixin",
-        "H_t, the global entropy of the window that just ended (a float, identical on every process)",
+        "H_t, the global entropy of the window that just ended (a float, identical on every process): sum / count of "
+        "what `record_entropy` added to the window, the mixin's one accumulator, emptied here",
         "at the end of each controller window (the rollout batch, or the optimizer step: `controller_update`), from "
-        "`EntropyControlMixin.optimizer_step_end`",
+        "`EntropyControlMixin.optimizer_step_end`, after the optimizer step that ends it",
     ),
 )
 
@@ -288,7 +295,9 @@ ACCESSORS: tuple[Accessor, ...] = (
         "record_entropy",
         ("batch",),
         "EntropyControlMixin",
-        "add a training micro-batch's entropy to the controller's window (from a lever)",
+        "add a training micro-batch's entropy [sum, count], summed over all processes, to the controller's window "
+        "(from a lever, on every process and every training micro-batch; `update_controller` receives the window's "
+        "mean)",
     ),
     Accessor(
         "next_generator",

@@ -19,9 +19,10 @@ The package is split the way TRL's own methods are:
   (the levers `shape_advantages`, `extra_loss`, `augment_rewards`; `train_sampler`, `rollout_columns`,
   `finish_generation_batch`, `rollout_stats_needed` (the one request for per-token rollout statistics),
   `method_state` / `load_method_state`, `defer_trl_entropy`, ...) and the accessors every part reads (`config_value`,
-  `mode`, `log_metric`, `micro_steps_per_rollout_batch`, `at_rollout_boundary`); `TRLCall` and `CallState`, the TRL
-  call the boundary states it is inside (`_compute_loss` or `_generate_and_score_completions`) and what it has seen
-  there, which decides what a forward is; and `generate_every`, the micro-batches one rollout batch lasts (the only
+  `mode`, `log_metric`, `micro_steps_per_rollout_batch`, `at_rollout_boundary`); `TRLCall` and the call states
+  `LossCall` and `GenerationCall` (`CallState`), one object per TRL call the boundary states it is inside
+  (`_compute_loss` or `_generate_and_score_completions`) holding what it decided and saw there (which decides what a
+  forward is; nothing of one call stays on the trainer); and `generate_every`, the micro-batches one rollout batch lasts (the only
   place healtrl computes it);
 - `loss.py`: `_compute_loss` with levers 1 and 2 in its policy forward; `clip_status`, `aggregate_like_policy_loss`;
 - `generation.py`: `_generate_and_score_completions`, `_generate` and TRL's old-log-prob pass (the rollout statistics,

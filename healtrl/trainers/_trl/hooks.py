@@ -7,10 +7,15 @@ Which of them a method trainer may override, and which accessors it may read, is
 `healtrl/trainers/contract.py`; the `_`-prefixed names here are the base trainer's (`base.py` sets them), not a
 method's.
 
-`TRLCall` names the TRL call the boundary is inside. The boundary states it (`BoundaryHooks._inside`) around each TRL
-method it wraps, so a forward through `_get_per_token_logps_and_entropies` knows what it is from the call it runs in,
-never from leftover flags: the policy forward of `_compute_loss`, the old-log-prob pass of
-`_generate_and_score_completions`, or a plain forward.
+`TRLCall` names the TRL call the boundary is inside, and each call has a state object (`LossCall`, `GenerationCall`;
+`CallState` is either) created when the call starts and dropped when it ends: everything the boundary decides or sees
+inside one call (the loss batch, the rollout statistics' plan and values, the gathered rewards) lives there, never on
+the trainer between calls. The boundary states the call (`BoundaryHooks._inside`) around each TRL method it wraps, so
+a forward through `_get_per_token_logps_and_entropies` knows what it is from the call it runs in, never from leftover
+flags: the policy forward of `_compute_loss`, the old-log-prob pass of `_generate_and_score_completions`, or a plain
+forward. `BoundaryHooks._call` points at the state of the call running now: the one piece of call state on the
+trainer, because TRL calls the methods the boundary overrides inside it (`_generate`, `_calculate_rewards`, the
+forwards) with TRL's own arguments, through which nothing more can be passed.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import contextlib
 import dataclasses
 import enum
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 
@@ -39,7 +44,7 @@ def generate_every(steps_per_generation: int, num_iterations: int) -> int:
 
 
 class TRLCall(enum.Enum):
-    """A TRL 1.16 method the boundary wraps, as `CallState.call` while it runs."""
+    """A TRL 1.16 method the boundary wraps, as the `call` of its state (`LossCall`, `GenerationCall`) while it runs."""
 
     #: `GRPOTrainer._generate_and_score_completions`: `_generate`, the old-log-prob pass (when TRL runs it), the
     #: reference forward, `_calculate_rewards`, advantages.
@@ -49,22 +54,54 @@ class TRLCall(enum.Enum):
 
 
 @dataclass
-class CallState:
-    """The TRL call running now and what the boundary has seen inside it."""
+class LossCall:
+    """One `_compute_loss` call: created by `LossCalls._compute_loss_with_levers`, read by the policy forward."""
 
-    call: TRLCall
-    #: LOSS: the shallow copy of the micro-batch TRL's loss reads (`inputs["advantages"]` is replaced there).
-    inputs: dict[str, Any] | None = None
-    #: LOSS: what the policy forward produced; set once, by the only forward TRL 1.16 runs in `_compute_loss`.
+    call: ClassVar[TRLCall] = TRLCall.LOSS
+    #: The shallow copy of the micro-batch TRL's loss reads (`inputs["advantages"]` is replaced there).
+    inputs: dict[str, Any]
+    #: Hold TRL's adaptive entropy update after the policy forward (`defer_trl_entropy`; `LossCalls._compute_loss`).
+    defer_trl_entropy: bool = False
+    #: What the policy forward produced; set once, by the only forward TRL 1.16 runs in `_compute_loss`.
     batch: LossBatch | None = None
-    #: GENERATE_AND_SCORE: whether TRL's old-log-prob pass (its first policy forward there) has run.
+
+
+@dataclass
+class GenerationCall:
+    """One `_generate_and_score_completions` call and what the boundary decided and saw inside it.
+
+    Created by `GenerationCalls` when the call starts; `_generate` fills the request and the plan, the old-log-prob pass
+    or the generation hook the captured values, `_calculate_rewards` the rewards (and the statistics when the rewards
+    need them); after TRL's call the batch hooks get what it holds as arguments (`rollout_columns(rewards, ...)`,
+    `finish_generation_batch(batch, stats)`).
+    """
+
+    call: ClassVar[TRLCall] = TRLCall.GENERATE_AND_SCORE
+    #: Whether the method's generation-batch hooks (`rollout_columns`, `finish_generation_batch`) run after TRL's call;
+    #: False for `generate_and_score`.
+    batch_hooks: bool = True
+    #: The rollout statistics requested for this batch (`rollout_stats_needed`, plus "entropy" on the entropy views'
+    #: steps); set by `_generate`.
+    stats_keys: frozenset[str] = frozenset()
+    #: Where they are to come from (a key of `batches.ROLLOUT_STAT_SOURCES`), None when none were requested; set by
+    #: `_generate`.
+    stats_plan: str | None = None
+    #: (prompt_ids, completion_ids), the token-id lists `_generate` returned.
+    rollout_ids: tuple[list, list] | None = None
+    #: (source, per-token values) read off the generation logits or TRL's old-log-prob pass, not yet padded; taken (and
+    #: cleared) when the statistics are provided.
+    captured: tuple[str, dict[str, torch.Tensor]] | None = None
+    #: Whether TRL's old-log-prob pass (its first policy forward here) has run.
     old_logps_done: bool = False
-    #: GENERATE_AND_SCORE: the rollout statistics provided for this generation batch (None until provided, and when
-    #: none were requested); handed to `finish_generation_batch`.
+    #: The rollout statistics provided (None until provided, and when none were requested); handed to
+    #: `finish_generation_batch`.
     rollout_stats: RolloutStats | None = None
-    #: GENERATE_AND_SCORE: the gathered rewards (B_global, n_reward_funcs) `_calculate_rewards` returned, for
-    #: `rollout_columns`.
+    #: The gathered rewards (B_global, n_reward_funcs) `_calculate_rewards` returned, for `rollout_columns`.
     gathered_rewards: torch.Tensor | None = None
+
+
+#: The state of the TRL call the boundary is inside.
+CallState = LossCall | GenerationCall
 
 
 class Guard(Protocol):
@@ -80,7 +117,7 @@ class Inspector(Protocol):
     """The training-time entropy views (`_inspect_hooks.RolloutInspector`), as the boundary uses them."""
 
     def wants_entropies(self, trainer) -> bool: ...
-    def on_rollouts(self, trainer, prompts, completion_ids, rewards_per_func, step_entropies) -> None: ...
+    def on_rollouts(self, trainer, prompts, completion_ids, rewards_per_func, entropies) -> None: ...
 
 
 class CheckpointFiles(Protocol):
@@ -147,10 +184,9 @@ class BoundaryHooks:
     _call: CallState | None = None
 
     @contextlib.contextmanager
-    def _inside(self, call: TRLCall, **fields):
-        """State that `call` runs for the duration of the block (restoring the outer call after it)."""
+    def _inside(self, state: CallState):
+        """State that the call of `state` runs for the duration of the block (restoring the outer call after it)."""
         outer = self._call
-        state = CallState(call, **fields)
         self._call = state
         try:
             yield state

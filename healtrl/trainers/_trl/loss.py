@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from .batches import LossBatch
-from .hooks import CallState, TRLCall
+from .hooks import LossCall
 from .lm_head import LMHeadForwards
 
 #: `loss_type`s whose normaliser `aggregate_like_policy_loss` mirrors (all of TRL 1.16's).
@@ -89,37 +89,34 @@ def aggregate_like_policy_loss(trainer, per_token: torch.Tensor, mask: torch.Ten
 class LossCalls(LMHeadForwards):
     """`GRPOTrainer._compute_loss` with the levers (a part of `TRLBoundary`)."""
 
-    _deferring = False
-
     def _compute_loss(self, model, inputs):
         # `defer_trl_entropy`: TRL 1.16 updates its adaptive entropy coefficient (and logs `entropy_coef`) inside
         # `_compute_loss` when `accelerator.sync_gradients` is true. On a micro-batch that ends an optimizer step but
         # not the rollout batch, report sync false to TRL's loss code after the policy forward (every healtrl lever
         # and diagnostic has seen the true state by then) and restore it before the backward pass.
-        self._deferring = (
+        deferring = (
             self.defer_trl_entropy
             and self.model.training
             and self.accelerator.sync_gradients
             and (self._step + 1) % self.micro_steps_per_rollout_batch
             != 0  # this micro-batch does not end the rollout batch
         )
-        if not self._deferring:
-            return self._compute_loss_with_levers(model, inputs)
+        if not deferring:
+            return self._compute_loss_with_levers(model, inputs, deferring=False)
         state = self.accelerator.gradient_state
         try:
-            loss = self._compute_loss_with_levers(model, inputs)
+            loss = self._compute_loss_with_levers(model, inputs, deferring=True)
         finally:
-            self._deferring = False
             state._set_sync_gradients(True)
         # TRL logs the coefficient at the end of every optimizer step; it skipped this one.
         self._metrics["train"]["entropy_coef"].append(self.entropy_coef)
         return loss
 
-    def _compute_loss_with_levers(self, model, inputs):
+    def _compute_loss_with_levers(self, model, inputs, deferring: bool):
         # TRL reads `inputs["advantages"]` after its policy forward; a shallow copy lets lever 1 replace them there
         # without touching the buffered generation batch (reused across `num_iterations`).
         inputs = dict(inputs)
-        with self._inside(TRLCall.LOSS, inputs=inputs) as call:
+        with self._inside(LossCall(inputs, defer_trl_entropy=deferring)) as call:
             loss = super()._compute_loss(model, inputs)
         batch = call.batch
         extra = self.extra_loss(batch) if batch is not None else None
@@ -130,7 +127,7 @@ class LossCalls(LMHeadForwards):
             self._guard.record(batch, loss)
         return loss
 
-    def _loss_policy_forward(self, call: CallState, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+    def _loss_policy_forward(self, call: LossCall, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
         """The policy forward of the training loss, the only model call TRL 1.16 makes inside `_compute_loss`."""
         if call.batch is not None:
             raise RuntimeError(
@@ -162,7 +159,7 @@ class LossCalls(LMHeadForwards):
         shaped = self.shape_advantages(inputs["advantages"], batch)
         if shaped is not None:
             inputs["advantages"] = shaped
-        if self._deferring:
+        if call.defer_trl_entropy:
             # The policy forward of the loss has run (and with it every healtrl lever and diagnostic, which see the
             # true sync state); from here to the end of TRL's loss code, only TRL's adaptive entropy update and its
             # `entropy_coef` log read `sync_gradients`: hold them until the rollout batch ends.
