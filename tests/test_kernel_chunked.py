@@ -144,14 +144,21 @@ def test_chunked_needs_the_interpreter_on_cpu():
 # ---------------------------------------------------------------------------------------------------------------
 # The Triton kernels under the CPU interpreter, in a child process
 # ---------------------------------------------------------------------------------------------------------------
-@pytest.mark.skipif(CHILD, reason="this is the parent of the interpreter tests")
-@pytest.mark.skipif(not triton_available(), reason="triton is not installed (pip install triton)")
-def test_chunked_interpreter():
+def _run_child(markers: str):
     env = {**os.environ, "TRITON_INTERPRET": "1", "HEALTRL_CHUNKED_CHILD": "1"}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    cmd = [sys.executable, "-m", "pytest", os.path.abspath(__file__), "-k", "chunked_child", "-q", "-p",
-           "no:cacheprovider"]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True, timeout=300)
+    cmd = [sys.executable, "-m", "pytest", os.path.abspath(__file__), "-k", "chunked_child", "-m", markers, "-q",
+           "-p", "no:cacheprovider"]  # fmt: skip
+    return subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(CHILD, reason="this is the parent of the interpreter tests")
+@pytest.mark.skipif(not triton_available(), reason="triton is not installed (pip install triton)")
+@pytest.mark.parametrize(
+    "markers", ["not slow", pytest.param("slow", marks=pytest.mark.slow)], ids=["default", "slow-variants"]
+)
+def test_chunked_interpreter(markers):
+    proc = _run_child(markers)
     tail = (proc.stdout + proc.stderr)[-6000:]
     assert proc.returncode == 0, tail
     assert " passed" in proc.stdout and "failed" not in proc.stdout and "skipped" not in proc.stdout, tail
@@ -170,7 +177,7 @@ child = pytest.mark.skipif(
         (37, 24, 301, True, 0.7, 128),  # three slabs, the last partial
         (70, 48, 300, True, 1.3, None),  # default plan: one slab
         (150, 40, 1000, False, 1.0, None),  # default plan: 64-token chunks x 512-column slabs (fp32 dW accumulator)
-        (33, 17, 129, True, 1.0, 7),  # odd everything, 19 slabs
+        (33, 17, 129, True, 1.0, 24),  # odd everything, 6 slabs, the last one 9 wide
     ],
 )
 def test_chunked_child_fp32(n, h, v, bias, temperature, chunk_size):
@@ -179,8 +186,17 @@ def test_chunked_child_fp32(n, h, v, bias, temperature, chunk_size):
 
 
 @child
-@pytest.mark.parametrize("grad_mode", ["logp", "entropy", None])
-@pytest.mark.parametrize("scale", [0.01, 10.0])
+@pytest.mark.parametrize(
+    "grad_mode, scale",
+    [
+        ("logp", 10.0),  # peaked rows, the log-prob gradient alone
+        ("entropy", 0.01),  # flat rows, the entropy gradient alone
+        pytest.param("logp", 0.01, marks=pytest.mark.slow),
+        pytest.param("entropy", 10.0, marks=pytest.mark.slow),
+        pytest.param(None, 0.01, marks=pytest.mark.slow),
+        pytest.param(None, 10.0, marks=pytest.mark.slow),
+    ],
+)
 def test_chunked_child_grad_modes(grad_mode, scale):
     hidden, weight, targets, b = make_inputs(19, 32, 200, scale=scale, bias=True, seed=2)
     run_and_compare(hidden, weight, targets, b, backend="chunked", grad_mode=grad_mode, chunk_size=64)
@@ -194,8 +210,15 @@ def test_chunked_child_extreme():
 
 
 @child
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("chunk_size", [None, 128])
+@pytest.mark.parametrize(
+    "dtype, chunk_size",
+    [
+        (torch.bfloat16, None),
+        (torch.float16, 128),
+        pytest.param(torch.bfloat16, 128, marks=pytest.mark.slow),
+        pytest.param(torch.float16, None, marks=pytest.mark.slow),
+    ],
+)
 def test_chunked_child_low_precision(dtype, chunk_size):
     hidden, weight, targets, b = make_inputs(29, 32, 300, bias=True, dtype=dtype, seed=7)
     run_and_compare(hidden, weight, targets, b, temperature=0.9, backend="chunked", chunk_size=chunk_size)
