@@ -32,8 +32,7 @@ import pytest
 import yaml
 
 from healtrl.trainers import TRAINERS, EntropyGRPOConfig, EntropyGRPOTrainer, register_trainer
-from healtrl.trainers._card import CardDescription
-from healtrl.trainers.contract import LossBatch
+from healtrl.trainers.contract import CardDescription, LossBatch
 
 REPO = Path(__file__).resolve().parents[1]
 NAME = "const_bonus"

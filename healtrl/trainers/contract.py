@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._card import CardDescription
 from ._trl.batches import ROLLOUT_STAT_KEYS, LossBatch, RolloutBatch, RolloutStats
 from ._trl.hooks import generate_every
 from ._trl.loss import LOSS_TYPES, aggregate_like_policy_loss, clip_status
@@ -333,6 +334,7 @@ __all__ = [
     "LOSS_TYPES",
     "ROLLOUT_STAT_KEYS",
     "Accessor",
+    "CardDescription",
     "Declaration",
     "Hook",
     "LossBatch",
