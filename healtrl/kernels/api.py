@@ -239,37 +239,17 @@ def fused_logprob_entropy(
     else:
         which = resolve_backend(backend, hidden.device)
     if which == "chunked":
-        from .triton_chunked import chunked_logprob_entropy
+        from .triton_chunked import chunked_logprob_entropy as backend_fn
 
-        return chunked_logprob_entropy(
-            hidden,
-            weight,
-            targets,
-            bias=bias,
-            temperature=float(temperature),
-            power_sums=power_sums,
-            chunk_size=chunk_size,
-        )
-    if which == "triton":
-        from .triton_fused import triton_logprob_entropy
+        chunk = {"chunk_size": chunk_size}
+    elif which == "triton":
+        from .triton_fused import triton_logprob_entropy as backend_fn
 
-        return triton_logprob_entropy(
-            hidden,
-            weight,
-            targets,
-            bias=bias,
-            temperature=float(temperature),
-            power_sums=power_sums,
-            token_chunk=chunk_size,
-        )
-    from .torch_chunked import torch_logprob_entropy
+        chunk = {"token_chunk": chunk_size}
+    else:
+        from .torch_chunked import torch_logprob_entropy as backend_fn
 
-    return torch_logprob_entropy(
-        hidden,
-        weight,
-        targets,
-        bias=bias,
-        temperature=float(temperature),
-        power_sums=power_sums,
-        chunk_size=chunk_size,
+        chunk = {"chunk_size": chunk_size}
+    return backend_fn(
+        hidden, weight, targets, bias=bias, temperature=float(temperature), power_sums=power_sums, **chunk
     )

@@ -55,8 +55,10 @@ def check_table(table) -> None:
 
 def choose(device_name: str, dtype: torch.dtype, hidden_size: int, table=None) -> Choice:
     """The CUDA path for a head of ``hidden_size`` in ``dtype`` on the device named ``device_name``."""
-    table = TABLE if table is None else table
-    check_table(table)
+    if table is None:
+        table = TABLE  # validated once, at import (below): this runs on every policy forward under "auto"
+    else:
+        check_table(table)
     if dtype == torch.float32:
         return Choice("triton", None, "float32: the fused kernel (IEEE fp32 products)")
     for prefix, classes in table.items():
@@ -66,3 +68,6 @@ def choose(device_name: str, dtype: torch.dtype, hidden_size: int, table=None) -
                     bound = "any H" if max_hidden is None else f"H <= {max_hidden}"
                     return Choice(backend, chunk, f"{prefix}, {bound}")
     return FALLBACK
+
+
+check_table(TABLE)  # a malformed committed table fails at import, not at a first CUDA forward

@@ -103,6 +103,18 @@ def finalize(st: dict[str, torch.Tensor], power_sums: bool) -> dict[str, torch.T
     return out
 
 
+def finish_forward(ctx, inputs: tuple, st: dict[str, torch.Tensor], power_sums: bool) -> tuple:
+    """A backend's forward outputs from its merged statistics ``st``, for every backend alike: saves what each
+    backward reads (the inputs ``(hidden, weight, bias, targets)``, then m, s and mu = t / s) and marks the power
+    sums non-differentiable."""
+    out = finalize(st, power_sums)
+    ctx.save_for_backward(*inputs, st["m"], st["s"], out["mu"])
+    if power_sums:
+        ctx.mark_non_differentiable(out["sum_p2"], out["sum_p2_logp"])
+        return out["logp"], out["entropy"], out["sum_p2"], out["sum_p2_logp"]
+    return out["logp"], out["entropy"]
+
+
 def grad_coefficients(g_logp, g_ent, s, mu, inv_t):
     """Per-token ``A, B, C`` of ``D_j = e_j (A z'_j + B) + C 1[j = y]`` (``A``/``C`` None without g_H/g_l)."""
     g_l = None if g_logp is None else g_logp.float()
@@ -195,14 +207,9 @@ class _ChunkedLogProbEntropy(torch.autograd.Function):
                         _merge(st, sl, new, power_sums)
         del zbuf, ebuf
 
-        out = finalize(st, power_sums)
-        ctx.save_for_backward(hidden, weight, bias, targets, st["m"], st["s"], out["mu"])
         ctx.temperature = temperature
         ctx.chunk_size = chunk_size
-        if power_sums:
-            ctx.mark_non_differentiable(out["sum_p2"], out["sum_p2_logp"])
-            return out["logp"], out["entropy"], out["sum_p2"], out["sum_p2_logp"]
-        return out["logp"], out["entropy"]
+        return finish_forward(ctx, (hidden, weight, bias, targets), st, power_sums)
 
     @staticmethod
     def backward(ctx, g_logp, g_ent, *unused):

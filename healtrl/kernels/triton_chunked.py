@@ -43,7 +43,7 @@ import triton
 import triton.language as tl
 
 from ._types import LogProbEntropy
-from .torch_chunked import finalize, grad_coefficients
+from .torch_chunked import finish_forward, grad_coefficients
 from .triton_fused import _addmm_fp32
 
 MIN_SLAB = 512  # narrowest default slab (columns) before the tokens are chunked instead
@@ -255,16 +255,11 @@ class _ChunkedLogProbEntropy(torch.autograd.Function):
                         num_warps=cfg["stats_warps"],
                     )
         del zbuf
-        m, s, t, q, r, zy = st.unbind(0)
-        out = finalize({"m": m, "s": s, "t": t, "q": q, "r": r, "zy": zy}, power_sums)
-        ctx.save_for_backward(hidden, weight, bias, targets, m, s, out["mu"])
         ctx.temperature = temperature
         ctx.chunk_size = chunk_size
         ctx.cfg = cfg
-        if power_sums:
-            ctx.mark_non_differentiable(out["sum_p2"], out["sum_p2_logp"])
-            return out["logp"], out["entropy"], out["sum_p2"], out["sum_p2_logp"]
-        return out["logp"], out["entropy"]
+        stats = dict(zip(("m", "s", "t", "q", "r", "zy"), st.unbind(0)))
+        return finish_forward(ctx, (hidden, weight, bias, targets), stats, power_sums)
 
     @staticmethod
     def backward(ctx, g_logp, g_ent, *unused):
@@ -329,14 +324,12 @@ class _ChunkedLogProbEntropy(torch.autograd.Function):
                     )
                     if need_h:
                         _addmm_fp32(dh[r0:r1], d, w_s)
-                    if need_w:
-                        if one_chunk:
-                            _mm_into(dw[v0:v1], d.t(), h_c)
-                        elif r0 == 0:
+                    if need_w and one_chunk:
+                        _mm_into(dw[v0:v1], d.t(), h_c)
+                    elif need_w:
+                        if r0 == 0:
                             dw_acc[:width].zero_()
-                            _addmm_fp32(dw_acc[:width], d.t(), h_c)
-                        else:
-                            _addmm_fp32(dw_acc[:width], d.t(), h_c)
+                        _addmm_fp32(dw_acc[:width], d.t(), h_c)
                     if need_b:
                         db[v0:v1] += d.sum(0, dtype=f32)
                 if dw_acc is not None:

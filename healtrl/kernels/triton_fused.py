@@ -42,7 +42,7 @@ import triton
 import triton.language as tl
 
 from ._types import LogProbEntropy
-from .torch_chunked import finalize, grad_coefficients
+from .torch_chunked import finish_forward, grad_coefficients
 
 VOCAB_SLAB = 16384
 MIN_SPLITS = 12  # ~sqrt(number of SMs)
@@ -422,15 +422,11 @@ class _TritonLogProbEntropy(torch.autograd.Function):
                 num_stages=fcfg["num_stages"],
             )
         st = merge_splits(part, power_sums)
-        out = finalize(st, power_sums)
-        ctx.save_for_backward(hidden, weight, bias, targets, st["m"].contiguous(), st["s"], out["mu"])
+        st["m"] = st["m"].contiguous()
         ctx.temperature = temperature
         ctx.token_chunk = token_chunk
         ctx.cfg = cfg
-        if power_sums:
-            ctx.mark_non_differentiable(out["sum_p2"], out["sum_p2_logp"])
-            return out["logp"], out["entropy"], out["sum_p2"], out["sum_p2_logp"]
-        return out["logp"], out["entropy"]
+        return finish_forward(ctx, (hidden, weight, bias, targets), st, power_sums)
 
     @staticmethod
     def backward(ctx, g_logp, g_ent, *unused):
