@@ -95,8 +95,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
 
-    from healtrl.inspect_view import render_summary_png
     from healtrl.trainers._inspect_hooks import load_run, view_files
+    from healtrl.views.inspection import render_summary_png
 
     ratios, on_means, off_means, view_steps, other_steps, png_ms, extras, paired = [], [], [], [], [], [], [], []
     load_start = os.getloadavg()

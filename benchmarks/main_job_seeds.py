@@ -42,7 +42,7 @@ ROOT = os.path.dirname(HERE)
 from _bench import cpu_model  # noqa: E402
 
 from healtrl.cli.main_job import PANELS, PLOT_FILE, SUMMARY_WINDOW, _mean_last  # noqa: E402
-from healtrl.plotting import curve, read_metrics  # noqa: E402
+from healtrl.views.curves import curve, read_metrics  # noqa: E402
 
 RUNS = ("GRPO", "HEAL")
 ENTROPY, REWARD = PANELS.values()

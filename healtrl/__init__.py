@@ -10,8 +10,8 @@ What stays at import time: the TRL version check. `check_trl_version` imports `t
 runs, and `TRL_VERSION` holds the version found.
 """
 
-from ._compat import check_trl_version
-from ._version import __version__
+from .utils.compat import check_trl_version
+from .utils.version import __version__
 
 TRL_VERSION = check_trl_version()
 

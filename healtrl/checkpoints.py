@@ -15,7 +15,7 @@ not mark its folder complete (`marker_problem`), and one rule holds wherever a m
 
 - where healtrl *discovers* checkpoints, it skips such a folder with a warning naming the marker file and what is
   wrong with it: `resume_from_checkpoint: true` / `latest` (`last_complete_checkpoint`) and the best-checkpoint
-  search of `healtrl eval --checkpoints` (`healtrl.best_checkpoint.find_checkpoints`);
+  search of `healtrl eval --checkpoints` (`healtrl.evaluation.best_checkpoint.find_checkpoints`);
 - where the user *names* the checkpoint (`resume_from_checkpoint: <path>`), it refuses with a `ResumeError` naming
   the file (`resolve_resume_checkpoint`); `read_marker` raises the same error, so no caller meets a JSONDecodeError.
 
@@ -323,7 +323,7 @@ def checkpoint_info(trainer, rollout: dict[str, Any]) -> dict[str, Any]:
     import transformers
     import trl
 
-    from ._version import __version__
+    from healtrl.utils.version import __version__
 
     return {
         "format": FORMAT_VERSION,
@@ -351,7 +351,7 @@ def check_resume(saved: dict[str, Any], trainer, checkpoint: str) -> list[str]:
     """
     import trl
 
-    from ._version import __version__
+    from healtrl.utils.version import __version__
 
     args = trainer.args
     allowed = set(getattr(args, "resume_allow_mismatch", None) or ())

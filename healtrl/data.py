@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from healtrl._datafiles import LOCAL_FILE_BUILDERS, _load_local, _pick_split  # noqa: F401  (LOCAL_FILE_BUILDERS: public here)
+from healtrl.utils.datafiles import LOCAL_FILE_BUILDERS, load_local, pick_split  # noqa: F401  (LOCAL_FILE_BUILDERS: public here)
 
 __all__ = [
     "REWARD_FUNCS",
@@ -355,7 +355,7 @@ def load_train_dataset(
         return _load_toy(name, split, num_samples, seed)
     path = os.path.expanduser(name)
     if os.path.exists(path):
-        dataset = _load_local(path, config, split)
+        dataset = load_local(path, config, split)
     elif _looks_like_path(name):
         raise ValueError(
             f"The dataset path '{name}' does not exist (working directory: {os.getcwd()}). Fix `dataset_name`, or "

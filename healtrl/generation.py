@@ -9,7 +9,7 @@ way:
   `generate` fills every field left unset from it (e.g. a checkpoint's `min_p` or `repetition_penalty`), as TRL notes
   for transformers#42762. No repetition penalty, no compilation.
 * **Cutting**: a completion keeps its tokens up to and including the first end-of-sequence token, where the eos
-  tokens are every one the tokenizer and the model declare (`healtrl._prompts.eos_token_ids`), as TRL's completion
+  tokens are every one the tokenizer and the model declare (`healtrl.utils.prompts.eos_token_ids`), as TRL's completion
   mask does; a completion without one is `truncated`. vLLM stops at the same ids (its own stop tokens, or `eos_ids`
   given explicitly).
 * **Seeding** depends only on positions, never on batching across processes or on resuming. With transformers,
@@ -20,7 +20,7 @@ way:
   `request_seed(settings.seed, indices[i])`. Evaluation and selection pass their own `batch_seed` / `request_seed`
   (evaluation: `eval_batch_seed`, and `settings.seed` for every vLLM request; selection derives both from the
   question's index), so their samples are those of earlier releases.
-* **Processes**: with `procs` (a `healtrl._distributed.Processes` of several processes), each process generates every
+* **Processes**: with `procs` (a `healtrl.utils.distributed.Processes` of several processes), each process generates every
   `world`-th batch (vLLM: every `world`-th prompt) and the results are gathered in order on every process: the same
   completions as one process.
 * **Token statistics** of sampled completions outside training (`completion_token_stats`: log-prob and exact entropy
@@ -38,9 +38,9 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from ._distributed import Processes, interleave
-from ._numbers import is_number
-from ._prompts import eos_token_ids
+from healtrl.utils.distributed import Processes, interleave
+from healtrl.utils.numbers import is_number
+from healtrl.utils.prompts import eos_token_ids
 
 
 @dataclass
@@ -247,7 +247,7 @@ class VLLMGenerator:
         request_seed: `(seed, global index of a prompt) -> seed of its request`; None: every request is seeded with
             `settings.seed` (one `SamplingParams` for all).
         eos_ids: End-of-sequence ids, given to vLLM as stop tokens and where completions are cut (pass the policy's
-            `healtrl._prompts.eos_token_ids` to match the transformers generator exactly). None: vLLM's own stop
+            `healtrl.utils.prompts.eos_token_ids` to match the transformers generator exactly). None: vLLM's own stop
             tokens, which are the tokenizer's eos and the model's `generation_config.json` eos ids, the same set.
         detokenize: Whether vLLM decodes the completions (`Completion.text`; "" when False).
         feature: What needs vLLM, for the error when it is not installed.
@@ -271,7 +271,7 @@ class VLLMGenerator:
         detokenize: bool = True,
         feature: str = "Generation with vLLM (`--backend vllm`)",
     ):
-        from healtrl._compat import require
+        from healtrl.utils.compat import require
 
         self.vllm = require("vllm", feature)
         if llm is None:

@@ -38,11 +38,11 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from healtrl.tasks._keys import (  # noqa: F401  (public here too)
+from healtrl.tasks.keys import (  # noqa: F401  (public here too)
     DAPO_PREFIX,
     DAPO_SUFFIX,
     INSTRUCTION_TEXTS,
-    _instruction_texts,
+    instruction_texts,
     normalise_prompt,
     prompt_key,
     question_stem,
@@ -91,7 +91,7 @@ def _prompts(dataset, column: str = "prompt") -> list:
 def prompt_keys(dataset, column: str = "prompt", key=prompt_key) -> list[str]:
     """`key` (default `prompt_key`; `stem_key` compares question stems) of every row of `dataset` (anything with
     `column_names` and column access, or a list of rows)."""
-    instructions = _instruction_texts()
+    instructions = instruction_texts()
     return [key(p, instructions) for p in _prompts(dataset, column)]
 
 
@@ -139,7 +139,7 @@ def find_overlaps(train_datasets, eval_sets: Mapping[tuple[str, str], object]) -
     for data in _as_list(train_datasets):
         train_keys.update(prompt_keys(data, key=stem_key))
     out = []
-    instructions = _instruction_texts()
+    instructions = instruction_texts()
     for (name, split), data in eval_sets.items():
         keys = prompt_keys(data, key=stem_key)
         hits = [i for i, k in enumerate(keys) if k in train_keys]
@@ -199,7 +199,7 @@ def find_near_duplicates(
 
     import numpy as np
 
-    instructions = _instruction_texts()
+    instructions = instruction_texts()
     stems = {question_stem(p, instructions) for d in _as_list(train_datasets) for p in _prompts(d)}
     train_stems = sorted(t for t in stems if len(t) >= min_chars)
     if not train_stems:

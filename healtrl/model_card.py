@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from healtrl._numbers import is_finite_number
+from healtrl.utils.numbers import is_finite_number
 
 __all__ = [
     "CURVES_IMAGE",
@@ -208,7 +208,7 @@ def _first_and_last(history: Sequence[Mapping[str, Any]], keys: Sequence[str]) -
 
 # Training metrics reported in the card: row label -> log keys (first present wins). TRL logs `entropy` (the mean
 # token entropy of the loss forward) and `reward` (the weighted sum of the rewards); healtrl's rollout entropy is the
-# fallback, as in `healtrl.plotting.DEFAULT_PANELS`.
+# fallback, as in `healtrl.views.curves.DEFAULT_PANELS`.
 SUMMARY_METRICS: dict[str, tuple[str, ...]] = {
     "entropy": ("entropy", "rollout/entropy"),
     "reward": ("reward",),
@@ -245,7 +245,7 @@ def _metric_order(metric: str) -> tuple:
 
 
 def eval_results_from_log_history(log_history: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The latest `eval/<task>/<metric>` values of a log history (logged by `healtrl.eval_callback.PeriodicEvalCallback`).
+    """The latest `eval/<task>/<metric>` values of a log history (logged by `healtrl.evaluation.callback.PeriodicEvalCallback`).
 
     Args:
         log_history: `trainer.state.log_history`.
@@ -623,7 +623,7 @@ def build_model_card(
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Best checkpoint (written by `healtrl eval --checkpoints`, healtrl.best_checkpoint.evaluate_checkpoints)
+# Best checkpoint (written by `healtrl eval --checkpoints`, healtrl.evaluation.best_checkpoint.evaluate_checkpoints)
 # ----------------------------------------------------------------------------------------------------------------
 BEST_CHECKPOINT_SECTION = "Best checkpoint"
 

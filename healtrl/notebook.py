@@ -5,7 +5,7 @@ A notebook calls these in order:
     S = setup(SMALL, "outputs/02_aer")                              # which model, data and run size (the three paths)
     train_dataset, reward_func = load_data(S)                      # the training prompts and the verifiable reward
     trainers = train_runs(S, RUNS, train_dataset, reward_func)     # GRPO, then every run of RUNS, same start
-    plot_curves(histories(trainers), ...)                          # its curves (`healtrl.plotting`)
+    plot_curves(histories(trainers), ...)                          # its curves (`healtrl.views.curves`)
     show_entropy_view(S, trainers)                                 # the token-entropy page and its PNG
     metrics = report(S, trainers, results)                         # held-out scores beside the final entropy, reward
     summary(S, metrics, trainer)                                   # the saved model's card, the final numbers
@@ -27,11 +27,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from healtrl._version import __version__
 from healtrl.data import get_reward_func, load_train_dataset
-from healtrl.evaluation import EvalResults
-from healtrl.inspect_view import inspect_models, render_html
+from healtrl.evaluation.engine import EvalResults
 from healtrl.models import load_model_and_tokenizer
+from healtrl.utils.version import __version__
+from healtrl.views.inspection import inspect_models, render_html
 
 __all__ = [
     "CURVES",
@@ -327,14 +327,14 @@ def final(history: Sequence[Mapping[str, Any]], key: str, last: int = 5) -> floa
 
 
 def histories(trainers: Mapping[str, Any]) -> dict[str, list]:
-    """Label -> `log_history` of each trainer: what `healtrl.plotting.plot_curves` draws."""
+    """Label -> `log_history` of each trainer: what `healtrl.views.curves.plot_curves` draws."""
     return {label: trainer.state.log_history for label, trainer in trainers.items()}
 
 
 def show_entropy_view(setup: Setup, trainers: Mapping[str, Any], num_prompts: int = 2, k: int = 4) -> None:
     """Display the token-entropy page of the starting model and every trained policy, and its PNG summary.
 
-    `healtrl.inspect_view.inspect_models` samples `k` completions of `num_prompts` held-out prompts of the first eval
+    `healtrl.views.inspection.inspect_models` samples `k` completions of `num_prompts` held-out prompts of the first eval
     task from each model with the same seed; the page (in an iframe, so that its styles stay out of the notebook's)
     colours every token by the entropy of the sampling distribution there. Both are also written to
     `setup.output_dir/entropy_view`.

@@ -74,7 +74,7 @@ from IPython.display import Image, display
 
 from healtrl import notebook as nb
 from healtrl.evaluation import evaluate
-from healtrl.plotting import plot_curves
+from healtrl.views import plot_curves
 
 # `nb.setup` picks the path (the small switch, else the Hub, else the offline SmolLM2, else the toy model) and holds
 # its model, data, reward and run size; `nb.run_args` builds a run's config from them (healtrl/notebook.py).
@@ -135,7 +135,7 @@ for label, run in trainers.items():  # the predicted net flow before OPEFO's rew
 # %% [markdown]
 # ## Token entropies of the trained policies
 #
-# `healtrl.inspect_view.inspect_models`, the Python form of `healtrl inspect`, samples k completions of a few
+# `healtrl.views.inspection.inspect_models`, the Python form of `healtrl inspect`, samples k completions of a few
 # held-out prompts from the starting model and from every trained policy with the same seed, and colours each
 # token by the exact entropy of the sampling distribution at that token (hover a token for its entropy and
 # probability). The PNG sums it up: histogram of token entropies, mean entropy by position, the most frequent

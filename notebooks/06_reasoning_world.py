@@ -98,9 +98,9 @@ from IPython.display import Image, Markdown, display
 from healtrl import notebook as nb
 from healtrl.data import load_train_dataset
 from healtrl.evaluation import evaluate
-from healtrl.plotting import plot_curves
 from healtrl.toy import load_toy_model
 from healtrl.toy.world import MAX_COMPLETION_LENGTH, WORLD_BUILD, WORLD_MODEL, world_statistics
+from healtrl.views import plot_curves
 
 OUTPUT_DIR = "outputs/06_reasoning_world"
 # The world's build (`WORLD_BUILD`: 128 wide, 3 layers, warmed up until 25% of sampled Countdown answers are right)
@@ -240,7 +240,7 @@ print(f"H0 = {AER_END['H0']:.3f}, H* = tau * H0 = {AER_END['H_star']:.3f}, final
 # %% [markdown]
 # ## Token entropies of the trained policies
 #
-# `healtrl.inspect_view.inspect_models` samples k completions of a few held-out Countdown problems from the starting
+# `healtrl.views.inspection.inspect_models` samples k completions of a few held-out Countdown problems from the starting
 # model and from both trained policies with the same seed, and colours each token by the exact entropy of the
 # sampling distribution there (hover a token for its entropy and probability). In this world one can see where the
 # forks are: in completions of the full world, the operator and the second number of a step (which numbers to

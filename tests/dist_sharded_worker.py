@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 MODE = sys.argv[1]
 if MODE in ("fsdp2", "fsdp2_resume", "zero3"):
-    from healtrl._distributed import accelerator_paths_on_cpu  # noqa: E402
+    from healtrl.utils.distributed import accelerator_paths_on_cpu  # noqa: E402
 
     accelerator_paths_on_cpu()
 

@@ -3,7 +3,7 @@ accelerate configs (configs/accelerate/ddp_cpu2.yaml, fsdp2_cpu2.yaml, deepspeed
 on 2 cores). The ZeRO-3 launch needs DeepSpeed (not a healtrl extra) and DS_ACCELERATOR=cpu, which the test sets.
 
 FSDP2 and ZeRO-3 launch train.py with HEALTRL_SHARD_ON_CPU=1, the opt-in to the CPU rehearsal (the one patch that lets
-accelerate shard on CPU tensors, healtrl/_distributed.py); each process then prints its distributed type and the type of
+accelerate shard on CPU tensors, healtrl/utils/distributed.py); each process then prints its distributed type and the type of
 its LM head weight, which the tests check. Without the opt-in train.py refuses such a launch instead of training
 unsharded. The launches train the same 2 rollout streams, so their metrics agree to float32 rounding.
 """

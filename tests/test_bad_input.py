@@ -14,11 +14,11 @@ import warnings
 import pytest
 import yaml
 
-from healtrl._yamlfile import DuplicateKeyError, load_yaml
 from healtrl.checkpoints import MARKER_FILE, ResumeError, last_complete_checkpoint, read_marker
 from healtrl.cli import train_main
 from healtrl.cli._ranges import FIELD_RANGES
 from healtrl.cli.config import _classes_for, _field_default, _init_fields, parse
+from healtrl.utils.yamlfile import DuplicateKeyError, load_yaml
 from tests.test_config import base_config, write_yaml
 
 pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py
@@ -216,7 +216,7 @@ def test_yaml_loader_nesting_and_merge_keys():
 
 def test_duplicate_keys_in_select_and_eval_configs(tmp_path, capsys):
     from healtrl.cli.select import select_main
-    from healtrl.recipes import read_run_config
+    from healtrl.recipes.recipe import read_run_config
 
     path = write_yaml(tmp_path, "model: healtrl-toy/qwen2-add\ntop_k: 4\ntop_k: 40\n", "select.yaml")
     assert select_main(["--config", path, "--dry_run"]) == 2
@@ -286,7 +286,7 @@ def test_corrupt_marker_is_skipped_when_discovering_the_latest(tmp_path, capsys)
 
 
 def test_corrupt_marker_is_skipped_by_the_best_checkpoint_search(tmp_path):
-    from healtrl.best_checkpoint import find_checkpoints
+    from healtrl.evaluation.best_checkpoint import find_checkpoints
 
     good = checkpoint(tmp_path, 10, GOOD)
     bad = checkpoint(tmp_path, 20, "not json")

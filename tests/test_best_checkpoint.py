@@ -12,14 +12,14 @@ import pytest
 import torch
 import yaml
 
-import healtrl.evaluation as evaluation
-from healtrl.best_checkpoint import choose_best, evaluate_checkpoints, score_row
+import healtrl.evaluation.engine as evaluation
 from healtrl.cli import main
 from healtrl.cli.config import ConfigError, resolve
-from healtrl.evaluation import Completion, EvalResults, SamplingSettings, summarise
+from healtrl.evaluation.best_checkpoint import choose_best, evaluate_checkpoints, score_row
+from healtrl.evaluation.engine import Completion, EvalResults, SamplingSettings, summarise
 from healtrl.model_card import BEST_CHECKPOINT_SECTION, set_card_section
-from healtrl.recipe_checks import recipe_problems
-from healtrl.recipes import BestCheckpointRule, metric_value, parse_best_checkpoint
+from healtrl.recipes.checks import recipe_problems
+from healtrl.recipes.recipe import BestCheckpointRule, metric_value, parse_best_checkpoint
 
 
 @pytest.fixture(autouse=True)
@@ -395,8 +395,8 @@ def test_train_dry_run_reports_the_rule_and_refuses_unsaved_candidates(capsys):
 def test_a_trainer_checkpoint_without_its_completion_marker_is_not_evaluated(tmp_path):
     """A checkpoint the Trainer was still writing when the run was killed (trainer files, no healtrl marker) is skipped
     with a warning naming it; with the marker it is a candidate; a model folder saved by hand needs none."""
-    from healtrl.best_checkpoint import find_checkpoints
     from healtrl.checkpoints import MARKER_FILE
+    from healtrl.evaluation.best_checkpoint import find_checkpoints
 
     for step in (10, 20, 30):
         folder = tmp_path / f"checkpoint-{step}"
@@ -427,8 +427,8 @@ def _trainer_args(**kw):
 
 
 def test_dry_run_prices_the_checkpoints_and_refuses_a_plan_over_the_bounds():
-    from healtrl.recipe_checks import checkpoint_plan
-    from healtrl.recipes import CHECKPOINT_BOUNDS
+    from healtrl.recipes.checks import checkpoint_plan
+    from healtrl.recipes.recipe import CHECKPOINT_BOUNDS
 
     # AER's 30 epochs saved every 20 steps with nothing deleted: 1,884 checkpoints of a 4B model
     lines, problems = checkpoint_plan(_plan_args(), _trainer_args(), "Qwen/Qwen3-4B-Base")
@@ -452,8 +452,8 @@ def test_dry_run_prices_the_checkpoints_and_refuses_a_plan_over_the_bounds():
 def test_in_training_validation_records_the_best_step_and_rotation_keeps_it(tmp_path):
     from transformers.trainer_utils import rotate_checkpoints
 
-    from healtrl.eval_callback import PeriodicEvalCallback
-    from healtrl.recipes import parse_best_checkpoint
+    from healtrl.evaluation.callback import PeriodicEvalCallback
+    from healtrl.recipes.recipe import parse_best_checkpoint
 
     rule = parse_best_checkpoint(AER_RULE)
     callback = PeriodicEvalCallback(["aime25"], k=4, every_n_steps=20, best_rule=rule)
@@ -474,7 +474,7 @@ def test_aer_recipes_validate_during_training_at_the_papers_interval():
     from healtrl.cli._checks import _DryRun
     from healtrl.cli.config import resolve
     from healtrl.cli.dry_run import _environment_adjust
-    from healtrl.recipe_checks import validation_keeps_best
+    from healtrl.recipes.checks import validation_keeps_best
 
     for path in sorted((Path(__file__).resolve().parent.parent / "configs").glob("aer_*qwen3*.yaml")):
         resolved = resolve(["--config", str(path)], adjust=_environment_adjust(_DryRun()))  # no GPU here

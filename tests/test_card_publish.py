@@ -22,8 +22,8 @@ from healtrl import (
     PosAdvTrainer,
 )
 from healtrl.model_card import build_model_card, published_model_name
-from healtrl.plotting import checked_title, config_targets, draw_curves
 from healtrl.toy import load_toy_model, toy_build_overrides, toy_model_name, toy_reward
+from healtrl.views.curves import checked_title, config_targets, draw_curves
 from tests.helpers import build_trainer, digit_reward, grpo_kwargs, tiny_dataset, tiny_model_path
 
 TOY = "healtrl-toy/qwen2-add"
@@ -92,15 +92,15 @@ def test_card_of_a_toy_run_names_the_toy_model_and_no_path(toy_cache, tmp_path, 
         processing_class=tokenizer,
     )
     drawn = []
-    import healtrl.plotting
+    import healtrl.views.curves
 
-    draw = healtrl.plotting.draw_curves
+    draw = healtrl.views.curves.draw_curves
 
     def recording(*args, **kwargs):
         drawn.append(draw(*args, **kwargs))
         return drawn[-1]
 
-    monkeypatch.setattr(healtrl.plotting, "draw_curves", recording)
+    monkeypatch.setattr(healtrl.views.curves, "draw_curves", recording)
     trainer.train()
     trainer.save_model()
     card = (tmp_path / "outputs" / "quickstart" / "README.md").read_text()
@@ -235,7 +235,7 @@ def test_title_with_a_folder_is_refused_or_named(toy_cache, tmp_path):
 
 
 def test_plot_curves_writes_the_figure(tmp_path):
-    from healtrl.plotting import plot_curves
+    from healtrl.views.curves import plot_curves
 
     path = plot_curves(AER_LOG, tmp_path / "curves.png", title="AER: healtrl-toy/qwen2-add on toy-add")
     assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -250,15 +250,15 @@ HUB_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 @pytest.fixture
 def saved_figures(monkeypatch):
     """The figures `save_curves` writes, in order, as matplotlib Figures."""
-    import healtrl.plotting
+    import healtrl.views.curves
 
-    figures, save = [], healtrl.plotting.save_figure
+    figures, save = [], healtrl.views.curves.save_figure
 
     def recording(fig, path):
         figures.append(fig)
         return save(fig, path)
 
-    monkeypatch.setattr(healtrl.plotting, "save_figure", recording)
+    monkeypatch.setattr(healtrl.views.curves, "save_figure", recording)
     return figures
 
 

@@ -270,7 +270,7 @@ def test_task_datasets_are_mapped_from_a_local_sample(tmp_path, no_network, caps
 def test_gpu_settings_are_replaced_for_the_check_and_said_so(tmp_path, no_network, capsys):
     import torch
 
-    from healtrl._compat import is_available
+    from healtrl.utils.compat import is_available
 
     config = toy_config(tmp_path, use_cpu=False, bf16=True, use_vllm=True)
     code, out, err = run(["--config", config], capsys)

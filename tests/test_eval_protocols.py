@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from healtrl.evaluation import Completion, SamplingSettings, load_eval_tasks, score_completions, summarise
+from healtrl.evaluation.engine import Completion, SamplingSettings, load_eval_tasks, score_completions, summarise
 from tests.helpers import sandbox_expected
 
 DATA = Path(__file__).parent / "data" / "tasks"
@@ -60,7 +60,7 @@ def test_dapo_trained_recipe_is_evaluated_with_dapo_prompt_and_grader():
 
 def test_eval_fields_and_callback_take_the_format_variants():
     from healtrl.cli.config import ScriptArguments
-    from healtrl.eval_callback import PeriodicEvalCallback
+    from healtrl.evaluation.callback import PeriodicEvalCallback
 
     assert ScriptArguments(eval_tasks="aime25@answer_line,math500@answer_line").eval_tasks == [
         "aime25@answer_line",
@@ -120,7 +120,7 @@ def test_aimo_validation_amc_reads_the_hub_train_split(monkeypatch):
 # HumanEval+ pass@1, greedy, as EvalPlus reports it
 # ----------------------------------------------------------------------------------------------------------------
 def test_greedy_sampling_settings_decode_greedily():
-    from healtrl.evaluation import TransformersGenerator
+    from healtrl.evaluation.engine import TransformersGenerator
 
     settings = SamplingSettings(k=1, temperature=0.0, max_new_tokens=768)  # EvalPlus --greedy
     generator = object.__new__(TransformersGenerator)  # the generation config needs no model

@@ -16,8 +16,8 @@ import torch
 
 from healtrl.cli import main
 from healtrl.cli.eval import eval_main
-from healtrl.eval_callback import PeriodicEvalCallback
-from healtrl.evaluation import (
+from healtrl.evaluation.callback import PeriodicEvalCallback
+from healtrl.evaluation.engine import (
     Completion,
     SamplingSettings,
     TransformersGenerator,
@@ -182,7 +182,7 @@ def test_threshold_decides_what_counts_as_correct():
     completions = [[Completion("x", [1], False)] * 2, [Completion("y", [1], False)] * 2]
     rewards = score_completions(dataset, completions, graded)
     assert rewards == [[0.5, 0.5], [1.0, 1.0]]
-    from healtrl.evaluation import summarise
+    from healtrl.evaluation.engine import summarise
 
     assert summarise("t", "test", "graded", 1.0, 2, completions, rewards).correct == [0, 2]
     assert summarise("t", "test", "graded", 0.5, 2, completions, rewards).correct == [2, 2]
@@ -309,13 +309,13 @@ def test_vllm_generator_maps_settings_and_outputs(monkeypatch):
 
 
 def test_backend_choice_is_explicit(monkeypatch):
-    from healtrl.evaluation import _pick_backend
+    from healtrl.evaluation.engine import _pick_backend
 
-    monkeypatch.setattr("healtrl._compat.is_available", lambda extra: False)
+    monkeypatch.setattr("healtrl.utils.compat.is_available", lambda extra: False)
     assert _pick_backend("auto", False, False) == ("transformers", "vLLM is not installed")
     with pytest.raises(ValueError, match="pip install healtrl\\[vllm\\]"):
         _pick_backend("vllm", False, False)
-    monkeypatch.setattr("healtrl._compat.is_available", lambda extra: True)
+    monkeypatch.setattr("healtrl.utils.compat.is_available", lambda extra: True)
     with pytest.raises(ValueError, match="LoRA adapter"):
         _pick_backend("vllm", False, True)
     if not torch.cuda.is_available():
@@ -422,7 +422,7 @@ import torch
 torch.set_num_threads(1)
 from healtrl.cli import run_training
 from healtrl.cli.config import resolve
-from healtrl.eval_callback import PeriodicEvalCallback
+from healtrl.evaluation.callback import PeriodicEvalCallback
 from tests.helpers import shut_down_process_group
 
 out = sys.argv[1]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from healtrl.cli import main
-from healtrl.inspect_view import entropy_colour
+from healtrl.views.inspection import entropy_colour
 
 MODEL = "healtrl-toy/qwen2-add"
 MODEL2 = "healtrl-toy/qwen2-add+compare"
@@ -61,9 +61,9 @@ def _reference(model_name, prompt_ids, completion_ids, temperature):
 
 
 def test_page_entropies_equal_exact_values(single):
-    from healtrl._prompts import tokenize_prompts
     from healtrl.tasks import load_task
     from healtrl.toy import build_tokenizer, toy_reward
+    from healtrl.utils.prompts import tokenize_prompts
 
     page = (single / "inspect.html").read_text()
     data = json.loads((single / "inspect.json").read_text())
@@ -130,9 +130,9 @@ def test_two_models_side_by_side(pair, single):
         for ca, cb in zip(a["completions"], b["completions"]):
             assert f"vs model 1: {cb['mean_entropy'] - ca['mean_entropy']:+.4f}" in page
     # the second model's entropies are its own exact values
-    from healtrl._prompts import tokenize_prompts
     from healtrl.tasks import load_task
     from healtrl.toy import build_tokenizer
+    from healtrl.utils.prompts import tokenize_prompts
 
     prompt_ids = tokenize_prompts(build_tokenizer(), load_task("toy-add").select(range(1))["prompt"])
     c = runs[1]["prompts"][0]["completions"][0]
@@ -209,7 +209,7 @@ def test_dataset_file_prompts(tmp_path):
 def test_high_entropy_threshold_defaults_to_the_top_fifth_of_tokens():
     from types import SimpleNamespace as NS
 
-    from healtrl.inspect_view import high_entropy_threshold
+    from healtrl.views.inspection import high_entropy_threshold
 
     runs = [NS(groups=[NS(completions=[NS(entropies=[0.0, 1.0, 2.0, 3.0, 4.0])])])]
     assert high_entropy_threshold(runs, None) == pytest.approx(3.2)  # numpy's linear 80th percentile of 0..4
@@ -220,8 +220,8 @@ def test_high_entropy_threshold_defaults_to_the_top_fifth_of_tokens():
 def test_inspect_models_in_memory_equals_the_command(pair, tmp_path):
     """The notebooks' Python form: models already loaded, same prompts and seed -> the command's completions and
     exact entropies; the model's train/eval mode is restored; bad settings name the setting."""
-    from healtrl.inspect_view import InspectError, inspect_models
     from healtrl.toy import load_toy_model
+    from healtrl.views.inspection import InspectError, inspect_models
 
     loaded = {name: load_toy_model(name) for name in (MODEL, MODEL2)}
     loaded[MODEL][0].train()

@@ -15,7 +15,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from healtrl.entropy_view import CompletionView, InspectRun, PromptGroup, entropy_colour, render_html
+from healtrl.views.entropy import CompletionView, InspectRun, PromptGroup, entropy_colour, render_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WIDTH, HEIGHT = 1280, 1400
@@ -116,7 +116,7 @@ def test_page_needs_no_network():
 
 def test_text_contrast_over_the_whole_scale():
     """Every background of the scale gets the text colour that contrasts more: >= 4.5:1 (WCAG AA) everywhere."""
-    from healtrl.entropy_view import _text_colour
+    from healtrl.views.entropy import _text_colour
 
     for h in np.linspace(0, 2.5, 501):
         bg = hex_rgb(entropy_colour(h, 2.0))

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from healtrl._compat import is_available
 from healtrl.models import OFFLINE_MODELS, offline_model_dir
+from healtrl.utils.compat import is_available
 
 NAME = "healtrl-offline/SmolLM2-135M-Instruct"
 INSTALL = OFFLINE_MODELS[NAME].install
@@ -68,9 +68,9 @@ def page(tmp_path_factory):
 
 
 def test_inspect_smollm2_offline_page_png_and_exact_entropies(page):
-    from healtrl._prompts import tokenize_prompts
     from healtrl.generation import completion_token_stats
     from healtrl.models import load_model_and_tokenizer
+    from healtrl.utils.prompts import tokenize_prompts
 
     text = (page / "inspect.html").read_text()
     png = (page / "inspect_summary.png").read_bytes()

@@ -56,9 +56,9 @@ def test_toy_config_view_entropies_equal_the_kernel(toy_run):
     `healtrl.kernels.fused_logprob_entropy` gives for the same prompt + completion at the sampling temperature."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from healtrl._prompts import tokenize_prompts
-    from healtrl.inspect_view import token_stats
     from healtrl.toy.tasks import toy_reward
+    from healtrl.utils.prompts import tokenize_prompts
+    from healtrl.views.inspection import token_stats
 
     out, model_path = toy_run
     assert sorted(p.name for p in (out / "inspect").iterdir()) == ["step-0.html", "step-0.json"]

@@ -129,13 +129,53 @@ def _importlinter_config() -> dict:
 
 def modules_outside_layers(package: Path, contracts: list[dict]) -> list[str]:
     """The top-level modules and subpackages of `package` (its root `__init__.py` aside) that no layers contract names:
-    import-linter checks nothing about them, so a module left out of every layer may import any layer."""
+    import-linter checks nothing about them, so a module left out of every layer may import any layer. A subpackage
+    whose modules sit in different layers (`views.entropy`, `views.inspection`) is named module by module: then each of
+    its modules must be named, and its `__init__.py` may import only the bottom layer (`healtrl.utils`), which
+    `test_split_package_inits_import_only_utils` checks."""
     named = {
         name.strip() for contract in contracts for layer in contract["layers"] for name in re.split(r"[:|]", layer)
     }
     top = [path.stem for path in package.glob("*.py") if path.name != "__init__.py"]
     top += [path.name for path in package.iterdir() if (path / "__init__.py").is_file()]
-    return sorted(name for name in top if name not in named)
+    outside = []
+    for name in top:
+        if name in named:
+            continue
+        parts = [n for n in named if n.startswith(name + ".")]
+        if not parts:
+            outside.append(name)
+            continue
+        subs = [f"{name}.{path.stem}" for path in (package / name).glob("*.py") if path.name != "__init__.py"]
+        subs += [f"{name}.{path.name}" for path in (package / name).iterdir() if (path / "__init__.py").is_file()]
+        outside += [sub for sub in subs if sub not in named]
+    return sorted(outside)
+
+
+def split_packages(contracts: list[dict]) -> list[str]:
+    """The subpackages the layers name module by module (`views` for `views.entropy`)."""
+    named = {
+        name.strip() for contract in contracts for layer in contract["layers"] for name in re.split(r"[:|]", layer)
+    }
+    return sorted({n.split(".")[0] for n in named if "." in n} - named)
+
+
+def test_split_package_inits_import_only_utils():
+    """A package split over layers has an `__init__.py` in no layer: it may import `healtrl.utils` only (its lazy
+    re-exports), so that importing one of its modules imports no module of another layer."""
+    import ast
+
+    packages = split_packages(_importlinter_config()["contracts"])
+    assert packages, "no split package: this test checks nothing; delete it with the split"
+    for name in packages:
+        tree = ast.parse((PACKAGE / name / "__init__.py").read_text())
+        imported = [
+            node.module if isinstance(node, ast.ImportFrom) else alias.name
+            for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+            for alias in node.names
+        ]  # fmt: skip
+        bad = [m for m in imported if m and m.startswith("healtrl") and not m.startswith("healtrl.utils")]
+        assert not bad, f"healtrl/{name}/__init__.py imports {bad}: only healtrl.utils"
 
 
 def test_every_module_is_in_a_layer():
@@ -151,6 +191,10 @@ def test_module_outside_the_layers_is_found(tmp_path):
     contracts = [{"layers": ["a", "sub | other"]}]
     assert modules_outside_layers(tmp_path, contracts) == ["b"]
     assert modules_outside_layers(tmp_path, [{"layers": ["a : b", "sub"]}]) == []
+    (tmp_path / "sub" / "x.py").write_text("")
+    (tmp_path / "sub" / "y.py").write_text("")
+    assert modules_outside_layers(tmp_path, [{"layers": ["a : b", "sub.x"]}]) == ["sub.y"]  # split: each module named
+    assert modules_outside_layers(tmp_path, [{"layers": ["a : b : sub.y", "sub.x"]}]) == []
 
 
 def test_layers_contract_catches_an_upward_import(tmp_path):

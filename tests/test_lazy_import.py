@@ -132,7 +132,7 @@ def test_unknown_attribute_is_an_attribute_error():
 def test_eval_parser_constants_are_the_evaluation_modules():
     """`healtrl.cli.eval` restates two constants of `healtrl.evaluation` so that `healtrl eval --help` needs no torch."""
     import healtrl.cli.eval as cli_eval
-    import healtrl.evaluation as evaluation
+    import healtrl.evaluation.engine as evaluation
 
     assert cli_eval.BACKENDS == evaluation.BACKENDS
     assert cli_eval.DEFAULT_THRESHOLD == evaluation.DEFAULT_THRESHOLD

@@ -13,8 +13,8 @@ from transformers import set_seed
 from trl import GRPOConfig, GRPOTrainer
 
 from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer
-from healtrl._compat import MissingExtraError, UnsupportedVersionError, check_trl_version, is_available
 from healtrl.toy.tasks import toy_reward
+from healtrl.utils.compat import MissingExtraError, UnsupportedVersionError, check_trl_version, is_available
 from tests.helpers import (
     build_trainer,
     digit_reward,

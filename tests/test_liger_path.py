@@ -30,12 +30,12 @@ import torch
 from transformers import set_seed
 from trl import GRPOConfig, GRPOTrainer
 
-from healtrl._compat import MissingExtraError, is_available
 from healtrl.toy.tasks import make_dataset, toy_reward
 from healtrl.toy.tokenizer import build_tokenizer
 from healtrl.trainers import TRAINERS, EntropyGRPOTrainer
 from healtrl.trainers._trl import LossBatch
 from healtrl.trainers.base import liger_conflict
+from healtrl.utils.compat import MissingExtraError, is_available
 from tests.helpers import digit_reward, grpo_kwargs, tiny_model
 
 REPO = Path(__file__).resolve().parents[1]

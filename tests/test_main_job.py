@@ -145,7 +145,7 @@ def test_main_job_end_to_end(tmp_path):
 def test_readme_first_command_keeps_more_target_entropy_with_heal(tmp_path):
     """The README's main job as shipped (300 steps): HEAL ends with more target-domain entropy than GRPO."""
     from healtrl.cli.main_job import _mean_last
-    from healtrl.plotting import read_metrics
+    from healtrl.views.curves import read_metrics
 
     root = tmp_path / "main"
     result = subprocess.run(

@@ -462,7 +462,7 @@ def test_boundary_import_scan_finds_planted_violations():
     found = boundary_import_breaches(source, "planted.py", "healtrl.trainers._trl")
     assert found == [
         "planted.py:4: imports healtrl.trainers._generation_stats",
-        "planted.py:5: imports healtrl._compat",
+        "planted.py:5: imports healtrl.utils.compat",
         "planted.py:8: imports healtrl.checkpoints",
         "planted.py:9: imports healtrl.data",
     ]

@@ -28,8 +28,8 @@ from healtrl import (
     PosAdvConfig,
     PosAdvTrainer,
 )
-from healtrl.eval_callback import PeriodicEvalCallback
-from healtrl.evaluation import EvalResults, SamplingSettings, TaskResult
+from healtrl.evaluation.callback import PeriodicEvalCallback
+from healtrl.evaluation.engine import EvalResults, SamplingSettings, TaskResult
 from healtrl.model_card import (
     HEALTRL_CITATION,
     build_model_card,

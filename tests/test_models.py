@@ -19,7 +19,6 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from healtrl import models
-from healtrl._compat import MissingExtraError, is_available
 from healtrl.models import (
     CONVERSION_FORMAT,
     MARKER_FILE,
@@ -29,6 +28,7 @@ from healtrl.models import (
     offline_model_dir,
     resolve_model_path,
 )
+from healtrl.utils.compat import MissingExtraError, is_available
 
 NAME = "healtrl-offline/SmolLM2-135M-Instruct"
 HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"

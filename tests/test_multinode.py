@@ -23,7 +23,7 @@ instead of hanging (observed: 6-10 s). A node that stops answering without closi
 machine, here SIGSTOP) is bounded by the process-group timeout, `--ddp_timeout` seconds (TrainingArguments; 1800 by
 default), which the test sets to `DDP_TIMEOUT_S` (observed: exit 36 s after the stop). transformers passes
 `ddp_timeout` to accelerate on accelerators only; healtrl applies it to a CPU run's gloo group
-(`healtrl._distributed.honour_ddp_timeout`), without which this test waits 30 minutes.
+(`healtrl.utils.distributed.honour_ddp_timeout`), without which this test waits 30 minutes.
 """
 
 from __future__ import annotations
@@ -259,7 +259,7 @@ def test_ddp_timeout_reaches_the_gloo_group_of_a_cpu_run(monkeypatch):
 
     import torch.distributed as dist
 
-    from healtrl._distributed import honour_ddp_timeout
+    from healtrl.utils.distributed import honour_ddp_timeout
 
     assert not dist.is_initialized()
     honour_ddp_timeout(7)  # outside a launch: nothing to do

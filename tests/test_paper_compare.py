@@ -10,8 +10,8 @@ import torch
 import yaml
 
 from healtrl.cli import main
-from healtrl.paper_comparison import compare_with_paper, render_comparison
-from healtrl.recipes import PaperProtocol, parse_paper_protocol, parse_paper_results
+from healtrl.recipes.comparison import compare_with_paper, render_comparison
+from healtrl.recipes.recipe import PaperProtocol, parse_paper_protocol, parse_paper_results
 
 
 @pytest.fixture(autouse=True)
@@ -224,7 +224,7 @@ def test_comparison_usage_errors(tmp_path, capsys):
 # The paper's numbers belong to a model and training data (issue #27 item 2)
 # ----------------------------------------------------------------------------------------------------------------
 def test_paper_rows_are_selected_by_the_runs_model_and_data():
-    from healtrl.paper_comparison import PaperRowMismatch, select_paper_rows
+    from healtrl.recipes.comparison import PaperRowMismatch, select_paper_rows
 
     protocol = parse_paper_protocol({**AER_PROTOCOL, "model": "Qwen/Qwen3-4B-Base", "dataset": "task:deepscaler"})
     paper = parse_paper_results(
@@ -325,7 +325,7 @@ def test_ablation_rows_are_selected_by_their_settings():
     """OPEFO's Table 2 ablations are overrides of its config: each is compared only with its own numbers."""
     from pathlib import Path
 
-    from healtrl.paper_comparison import PaperRowMismatch, select_paper_rows
+    from healtrl.recipes.comparison import PaperRowMismatch, select_paper_rows
 
     config = yaml.safe_load((Path(__file__).resolve().parent.parent / "configs/opefo_qwen25_math_7b.yaml").read_text())
     protocol = parse_paper_protocol(config["paper_protocol"])
@@ -348,7 +348,7 @@ def test_posadv_clipping_rows_follow_the_clip_range(capsys):
     from pathlib import Path
 
     from healtrl.cli import train_main
-    from healtrl.paper_comparison import select_paper_rows
+    from healtrl.recipes.comparison import select_paper_rows
 
     path = Path(__file__).resolve().parent.parent / "configs/posadv_baseline_clip_higher_qwen25_math_7b_dapo.yaml"
     config = yaml.safe_load(path.read_text())

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from healtrl.recipes import parse_best_checkpoint, parse_paper_protocol, parse_paper_results
+from healtrl.recipes.recipe import parse_best_checkpoint, parse_paper_protocol, parse_paper_results
 from healtrl.tasks import get_task
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""`healtrl select`'s options come from one place, `healtrl.selection_config.SelectionConfig` (issue #28): the parser
+"""`healtrl select`'s options come from one place, `healtrl.selection.config.SelectionConfig` (issue #28): the parser
 built from its fields has the options, types and defaults the hand-written parser had (recorded below from it), every
 field carries its help, and `select_general_data` takes a config or, as before, the fields as arguments."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from healtrl.cli import main
 from healtrl.cli.select import _build_parser
-from healtrl.selection import select_general_data
-from healtrl.selection_config import SelectionConfig, SelectionError
+from healtrl.selection.config import SelectionConfig, SelectionError
+from healtrl.selection.pipeline import select_general_data
 
 # `healtrl select`'s options before SelectionConfig: dest -> (option strings, default, kind), in the parser's order.
 OPTIONS_BEFORE = {

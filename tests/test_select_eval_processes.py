@@ -1,5 +1,5 @@
 """`healtrl select` and `healtrl eval` shard their work over the processes of a launch and write one result identical to
-a single-process run with the same seed (issue #16 item 6; healtrl/_distributed.py).
+a single-process run with the same seed (issue #16 item 6; healtrl/utils/distributed.py).
 
 Both runs use the toy model on the CPU: 2 processes under torchrun (gloo) against this process alone. Selection: the
 records (per-question rewards, entropies, scores) and the selected rows are equal; evaluation: every problem's
@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from healtrl._distributed import Processes, interleave
+from healtrl.utils.distributed import Processes, interleave
 from tests.helpers import run_two_processes
 from tests.select_eval_args import checkpoints_args, eval_args, make_run, select_args
 

@@ -20,10 +20,10 @@ import pytest
 import torch
 
 import healtrl.cli.select as select_cli
-import healtrl.selection as selection
+import healtrl.selection.pipeline as selection
 from healtrl.cli.select import select_main
 from healtrl.functional import selection_scores, top_fraction_counts
-from healtrl.selection import rollout_entropies
+from healtrl.selection.pipeline import rollout_entropies
 
 MODEL = "healtrl-toy/qwen2-add"
 POOL = "healtrl-toy/add+compare"

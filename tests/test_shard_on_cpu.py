@@ -15,14 +15,14 @@ import torch
 from accelerate.utils import DistributedType
 
 from healtrl import _distributed
-from healtrl._distributed import (
+from healtrl.cli import train_main
+from healtrl.utils.distributed import (
     ShardingUnavailableError,
     check_sharded_launch,
     rehearsal_kind,
     rehearsal_report,
     sharding_not_applied,
 )
-from healtrl.cli import train_main
 from tests.helpers import ROOT, free_port
 
 ORIGINAL = accelerate.state.PartialState._prepare_backend

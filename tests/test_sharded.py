@@ -1,6 +1,6 @@
 """FSDP2 and DeepSpeed ZeRO-3 training in two CPU processes (gloo), through TRL's and accelerate's own paths.
 
-accelerate runs FSDP and DeepSpeed only on an accelerator; `healtrl._distributed.accelerator_paths_on_cpu` pins its
+accelerate runs FSDP and DeepSpeed only on an accelerator; `healtrl.utils.distributed.accelerator_paths_on_cpu` pins its
 device to the CPU (the one patch, explained there; `HEALTRL_SHARD_ON_CPU=1` applies it to a launch of train.py). What runs after it is the GPU code path: `fully_shard` per decoder layer and at the root
 (the LM head is a DTensor), TRL's fused LM head over the sharded weight routed through healtrl's kernel, the
 full-state-dict save, DeepSpeed's ZeRO-3 engine and its checkpoints. Not exercised: NCCL, CUDA, mixed precision.

@@ -74,17 +74,17 @@ def test_train_script_end_to_end(toy_model_dir, tmp_path):
 
 @pytest.fixture
 def curve_draws(monkeypatch):
-    """Every figure the test saves (`healtrl.plotting.save_figure`, what `plot_curves` and the trainer's
+    """Every figure the test saves (`healtrl.views.curves.save_figure`, what `plot_curves` and the trainer's
     `save_curves` write with) as (path, title); the figures are still written."""
-    import healtrl.plotting
+    import healtrl.views.curves
 
-    draws, save_figure = [], healtrl.plotting.save_figure
+    draws, save_figure = [], healtrl.views.curves.save_figure
 
     def recording(fig, path):
         draws.append((Path(path), fig.get_suptitle()))
         return save_figure(fig, path)
 
-    monkeypatch.setattr(healtrl.plotting, "save_figure", recording)
+    monkeypatch.setattr(healtrl.views.curves, "save_figure", recording)
     return draws
 
 
@@ -137,7 +137,7 @@ def test_missing_column_is_reported_before_training(toy_model_dir, tmp_path, res
 
 
 def test_plot_curves_side_by_side(tmp_path):
-    from healtrl.plotting import plot_curves, read_metrics
+    from healtrl.views.curves import plot_curves, read_metrics
 
     grpo = [{"step": s, "entropy": 1.0 / s, "reward": 0.1 * s} for s in range(1, 6)] + [{"train_runtime": 1.0}]
     run_dir = tmp_path / "heal"
@@ -159,7 +159,7 @@ def test_missing_extra_is_named_before_the_model_loads(tmp_path, restore_threads
         raise AssertionError("the model was resolved before the extra was checked")
 
     monkeypatch.setattr(healtrl.models, "resolve_model_path", no_model)
-    monkeypatch.setattr("healtrl._compat.is_available", lambda extra: extra != "liger")
+    monkeypatch.setattr("healtrl.utils.compat.is_available", lambda extra: extra != "liger")
     code = main(["train", "--output_dir", str(tmp_path / "out"), "--use_liger_kernel", "true", *QUICK])
     assert code == 2
     assert "pip install healtrl[liger]" in capsys.readouterr().err

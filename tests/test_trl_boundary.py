@@ -214,7 +214,7 @@ def test_only_the_boundary_touches_trl_private_api(private_names):
 
 def test_the_boundary_follows_one_trl_release(private_names):
     """The boundary is where the private API is used, and that API is the one of a single TRL minor release: the range
-    `healtrl._compat` enforces at import, the one pyproject.toml pins, and the installed TRL's."""
+    `healtrl.utils.compat` enforces at import, the one pyproject.toml pins, and the installed TRL's."""
     from packaging.requirements import Requirement
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
@@ -225,7 +225,7 @@ def test_the_boundary_follows_one_trl_release(private_names):
         tomllib = pytest.importorskip("tomli")
     import trl
 
-    from healtrl._compat import SUPPORTED_TRL, SUPPORTED_TRL_SPEC
+    from healtrl.utils.compat import SUPPORTED_TRL, SUPPORTED_TRL_SPEC
 
     sources = {path.name: path.read_text(encoding="utf-8") for path in sorted(BOUNDARY.glob("*.py"))}
     assert any(scan_source(text, name, private_names) for name, text in sources.items()), (
@@ -237,7 +237,7 @@ def test_the_boundary_follows_one_trl_release(private_names):
     assert low in spec and Version(f"{low.major}.{low.minor}.99") in spec and high not in spec
     dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     pins = [Requirement(d).specifier for d in dependencies if Requirement(d).name == "trl"]
-    assert pins == [spec], f"pyproject.toml pins trl {pins}, healtrl._compat enforces {SUPPORTED_TRL_SPEC}"
+    assert pins == [spec], f"pyproject.toml pins trl {pins}, healtrl.utils.compat enforces {SUPPORTED_TRL_SPEC}"
     assert low <= Version(Version(trl.__version__).base_version) < high, trl.__version__
 
 

@@ -41,9 +41,9 @@ from healtrl import (
     PosAdvConfig,
     PosAdvTrainer,
 )
-from healtrl._compat import MissingExtraError, is_available
 from healtrl.toy.tasks import make_dataset, toy_reward
 from healtrl.toy.tokenizer import build_tokenizer
+from healtrl.utils.compat import MissingExtraError, is_available
 from tests.helpers import digit_reward, grpo_kwargs, tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,7 +21,7 @@ A training run parses the config (`healtrl.cli.config`), resolves the model name
 * `curves.png`: entropy and reward against the step, drawn by the trainer (`save_curves`) with its model card,
 * `config.yaml`: the explicitly set keys, which reproduce the run with `--config`.
 
-With `eval_tasks` set, `healtrl.eval_callback.PeriodicEvalCallback` evaluates the policy on those tasks every
+With `eval_tasks` set, `healtrl.evaluation.callback.PeriodicEvalCallback` evaluates the policy on those tasks every
 `eval_every_steps` steps and logs `eval/<task>/avg@k` and `eval/<task>/pass@j` with the training metrics.
 
 Data hygiene (`healtrl.hygiene`): before training, the prompts of the evaluation data (`eval_tasks` with
@@ -75,7 +75,7 @@ SUBCOMMANDS = {
     "train": "Train a model with a healtrl trainer (same as `python train.py`).",
     "select": "Select general-domain data for HEAL by uncertainty x diversity (healtrl.selection).",
     "eval": "Evaluate a model on tasks: avg@k, pass@k and response length (healtrl.evaluation).",
-    "inspect": "Sample completions and view their per-token entropies as HTML + PNG (healtrl.inspect_view).",
+    "inspect": "Sample completions and view their per-token entropies as HTML + PNG (healtrl.views.inspection).",
     "study": "Every method on a toy world over seeds, its report, and the papers' claims (healtrl.study).",
 }
 

@@ -16,8 +16,8 @@ DRY_RUN_SAMPLE_ROWS = 8
 
 def _check_model(name: str, revision: str | None, report: _DryRun) -> str:
     """Describe the model name without downloading or building anything; add a problem when it cannot work."""
-    from healtrl._compat import EXTRAS, is_available
     from healtrl.models import OFFLINE_MODELS, OFFLINE_PREFIX, TOY_PREFIX, offline_model_dir
+    from healtrl.utils.compat import EXTRAS, is_available
 
     path = os.path.expanduser(name)
     if os.path.isdir(path):
@@ -247,8 +247,8 @@ def _environment_adjust(report: _DryRun):
     that are not installed) are replaced for the check, and each replacement is noted in the report."""
     import torch
 
-    from healtrl._compat import EXTRAS, REPORT_TO_EXTRAS, is_available
     from healtrl.trainers.base import liger_conflict
+    from healtrl.utils.compat import EXTRAS, REPORT_TO_EXTRAS, is_available
 
     has_gpu = torch.cuda.is_available()
 

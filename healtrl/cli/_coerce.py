@@ -17,7 +17,7 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from healtrl._yamlfile import DuplicateKeyError, load_yaml
+from healtrl.utils.yamlfile import DuplicateKeyError, load_yaml
 
 __all__ = ["coerce_value", "describe_type"]
 

@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from healtrl.recipes import CONFIG_FILE
+from healtrl.recipes.recipe import CONFIG_FILE
 
 __all__ = [
     "CONFIG_FILE",
@@ -29,7 +29,7 @@ def _is_main_process() -> bool:
 
 def version_text() -> str:
     """What `--version` prints for every command: `healtrl <version>`."""
-    from healtrl._version import __version__
+    from healtrl.utils.version import __version__
 
     return f"healtrl {__version__}"
 

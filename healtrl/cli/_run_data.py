@@ -23,10 +23,10 @@ def _selection_producer(path: str, config_dirs: list[str]) -> tuple[str, dict] |
 
     import yaml
 
-    from healtrl._yamlfile import load_yaml
+    from healtrl.utils.yamlfile import load_yaml
 
     try:
-        from healtrl.selection import SELECTED_DIR
+        from healtrl.selection.pipeline import SELECTED_DIR
     except ImportError:  # pragma: no cover - healtrl.selection is part of the package
         return None
     norm = os.path.normpath(os.path.expanduser(path))
@@ -82,7 +82,7 @@ def _trainer_adds_data(resolved: ResolvedConfig) -> list[str]:
 
 def _steps_per_generation_batch(args) -> float:
     """Optimizer steps one generation batch serves in TRL: steps_per_generation x num_iterations / accumulation."""
-    from healtrl.trainers._trl import generate_every
+    from healtrl.trainers.contract import generate_every
 
     return generate_every(args.steps_per_generation, args.num_iterations) / args.gradient_accumulation_steps
 

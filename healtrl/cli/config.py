@@ -29,7 +29,7 @@ shape, and why it cannot hand the work to them:
    field and exits with status 2, reads `--num_generation` as an abbreviation or calls it ambiguous, and `TrlParser`
    lists a YAML file's unknown keys without suggestions.
    Numbers are also checked against their ranges (`_ranges.FIELD_RANGES`: a batch size of 0, `temperature: 0`, a
-   negative learning rate), a key set twice in the YAML file (`healtrl._yamlfile.load_yaml`) or a second `--config`
+   negative learning rate), a key set twice in the YAML file (`healtrl.utils.yamlfile.load_yaml`) or a second `--config`
    is refused (YAML and argparse keep the last one silently), and so is an `output_dir` that is a file: `resolve`
    serves the dry run and the run, so both refuse the same input before anything is built.
 4. `HfArgumentParser` cannot build a parser for `ScriptArguments` at all: `train_repeats` is `int | "auto" | None`,
@@ -63,7 +63,7 @@ from typing import Any
 
 import yaml
 
-from healtrl._yamlfile import DuplicateKeyError, load_yaml
+from healtrl.utils.yamlfile import DuplicateKeyError, load_yaml
 
 from ._coerce import _accepts_bool, _to_plain, coerce_value, describe_type
 from ._errors import ConfigError

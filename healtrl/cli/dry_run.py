@@ -51,7 +51,7 @@ TRL_METHOD_FIELDS = (
 
 def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, rows=None) -> int | None:
     """The batch line and the length line; returns steps_per_generation (None when the geometry is invalid)."""
-    from healtrl.trainers._trl import generate_every
+    from healtrl.trainers.contract import generate_every
 
     args = resolved.trainer_args
     n, per_device, accumulation = num_processes, args.per_device_train_batch_size, args.gradient_accumulation_steps
@@ -105,7 +105,7 @@ def on_policy_equivalences(resolved: ResolvedConfig, steps_per_generation: int) 
     the run is GRPO), and a trainer's settings listed by `healtrl.trainers.on_policy_inert` do nothing (e.g. a
     penalty on |logp - logp_old|).
     """
-    from healtrl.trainers._trl import generate_every
+    from healtrl.trainers.contract import generate_every
 
     args = resolved.trainer_args
     accumulation, iterations = args.gradient_accumulation_steps, args.num_iterations
@@ -461,7 +461,7 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
             f"{', '.join(script_args.eval_tasks)}: avg@{script_args.eval_k} and pass@k every "
             f"{script_args.eval_every_steps} steps (the tasks load from their sources when the run starts)",
         )
-    from healtrl.recipe_checks import recipe_problems
+    from healtrl.recipes.checks import recipe_problems
 
     # the fields were validated by ScriptArguments
     recipe_lines, recipe_issues = recipe_problems(script_args, args, model=model_args.model_name_or_path)

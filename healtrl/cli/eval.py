@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from healtrl._distributed import processes
 from healtrl.generation import SamplingSettings
+from healtrl.utils.distributed import processes
 
 from ._common import RaisingParser, StoreOnce, UsageError, add_version_option, configure_threads
 
@@ -202,7 +202,7 @@ def eval_main(argv: list[str] | None = None, prog: str = "healtrl eval") -> int:
 def _run_identity(model: str | None) -> dict[str, Any] | None:
     """`{"model", "dataset"}` of the `train.py` run a model folder belongs to (its config.yaml's model_name_or_path
     and dataset_name); None when the model is not a run folder (a Hub id, a hand-saved model)."""
-    from healtrl import recipes
+    from healtrl.recipes import recipe as recipes
 
     if model is None or not os.path.isdir(os.path.expanduser(str(model))):
         return None
@@ -217,7 +217,8 @@ def _paper_recipe(args, model: str | None) -> tuple[list, Any, str | None]:
     run (a local run folder or one of its checkpoint-N folders); ([], None, None) when neither names any. The numbers
     are those of the run's model and training data (`paper_comparison.select_paper_rows`: a ValueError naming
     both when none is, unless --compare_anyway)."""
-    from healtrl import paper_comparison, recipes
+    from healtrl.recipes import comparison as paper_comparison
+    from healtrl.recipes import recipe as recipes
 
     if args.config is not None:
         config, path = recipes.read_run_config(args.config), args.config
@@ -241,7 +242,7 @@ def _paper_recipe(args, model: str | None) -> tuple[list, Any, str | None]:
 
 
 def _write_comparison(output_dir: str, paper, protocol, results: Sequence[dict], model: str | None, source) -> str:
-    from healtrl import paper_comparison
+    from healtrl.recipes import comparison as paper_comparison
 
     run = _run_identity(model)
     rows = paper_comparison.compare_with_paper(paper, protocol, results, run=run)
@@ -331,7 +332,7 @@ def _model_main(args, prog: str) -> int:
     procs = _checked_processes(args.model, tasks, args.split, task_paths, args.allow_eval_overlap)
     if procs is None:
         return 2
-    from healtrl.evaluation import evaluate
+    from healtrl.evaluation.engine import evaluate
 
     try:
         results = evaluate(
@@ -408,7 +409,7 @@ def _compare_results_main(args, prog: str) -> int:
 
 def _checkpoints_main(args, prog: str) -> int:
     """`healtrl eval --checkpoints RUN_DIR [rule overrides]`: the best checkpoint of a run by the recipe's rule."""
-    from healtrl import recipes
+    from healtrl.recipes import recipe as recipes
 
     run_dir = args.checkpoints
     if args.model is not None:
@@ -443,7 +444,7 @@ def _checkpoints_main(args, prog: str) -> int:
         where = config_path if os.path.isfile(config_path) else f"{config_path} (missing)"
         return _report(
             [f"No best-checkpoint rule: {where} sets no `best_checkpoint`. Add it to the recipe (see "
-             "healtrl.recipes.BestCheckpointRule) or pass the rule as flags, at least --tasks and --metric."]
+             "healtrl.recipes.recipe.BestCheckpointRule) or pass the rule as flags, at least --tasks and --metric."]
         )  # fmt: skip
     rule_data.update(overrides)
     if rule_data.get("max_new_tokens") is None:
@@ -467,7 +468,7 @@ def _checkpoints_main(args, prog: str) -> int:
     procs = _checked_processes(run_dir, rule.tasks, rule.split, task_paths, args.allow_eval_overlap)
     if procs is None:
         return 2
-    from healtrl.best_checkpoint import evaluate_checkpoints
+    from healtrl.evaluation.best_checkpoint import evaluate_checkpoints
 
     try:
         outcome = evaluate_checkpoints(

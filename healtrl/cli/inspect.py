@@ -1,13 +1,13 @@
-"""`healtrl inspect`: per-token entropy views of sampled completions (`healtrl.inspect_view`), from the command line."""
+"""`healtrl inspect`: per-token entropy views of sampled completions (`healtrl.views.inspection`), from the command line."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from healtrl.entropy_view import DEFAULT_MAX_ENTROPY, write_outputs
-from healtrl.inspect_view import InspectError, inspect
-from healtrl.inspect_view import __doc__ as INSPECT_DOC
+from healtrl.views.entropy import DEFAULT_MAX_ENTROPY, write_outputs
+from healtrl.views.inspection import InspectError, inspect
+from healtrl.views.inspection import __doc__ as INSPECT_DOC
 
 from ._common import RaisingParser, add_version_option
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from healtrl._yamlfile import load_yaml
+from healtrl.utils.yamlfile import load_yaml
 
 from .config import DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve, shipped_config
 
@@ -84,7 +84,7 @@ def grpo_counterpart(heal: ResolvedConfig, output_dir: str, prog: str = "train.p
 
 
 def _mean_last(history: list[dict], keys: tuple[str, ...], window: int) -> float:
-    from healtrl.plotting import curve
+    from healtrl.views.curves import curve
 
     _, values = curve(history, keys)
     values = values[-window:]
@@ -93,7 +93,7 @@ def _mean_last(history: list[dict], keys: tuple[str, ...], window: int) -> float
 
 def summarize(histories: dict[str, list[dict]], window: int = SUMMARY_WINDOW) -> str:
     """A markdown table: for each run, the first and the last-`window` mean of every panel of `PANELS`."""
-    from healtrl.plotting import curve
+    from healtrl.views.curves import curve
 
     header = ["run"]
     for title in PANELS:
@@ -110,8 +110,8 @@ def summarize(histories: dict[str, list[dict]], window: int = SUMMARY_WINDOW) ->
 
 
 def _select(output_dir: str) -> None:
-    from healtrl.selection import select_general_data
-    from healtrl.selection_config import SelectionConfig
+    from healtrl.selection.config import SelectionConfig
+    from healtrl.selection.pipeline import select_general_data
 
     options: dict[str, Any] = load_yaml(MAIN_SELECT_YAML)
     options["output_dir"] = output_dir
@@ -125,7 +125,7 @@ def _layout(argv: list[str]) -> tuple[str, list[str], bool]:
     general data unless `--general_dataset_name` is given. Overrides are read as `healtrl.cli.config` reads them
     (`--key value`, `--key=value`, `--key-name`); the last one of a key wins, so appending overrides them.
     """
-    from healtrl.selection import SELECTED_DIR
+    from healtrl.selection.pipeline import SELECTED_DIR
 
     overrides = {key: words for key, words, _ in _split_argv(argv).overrides}
     root = DEFAULT_ROOT
@@ -147,7 +147,7 @@ def run_main_job(argv: list[str] | None = None, prog: str = "train.py") -> int:
     Raises:
         ConfigError: For a bad override (unknown key, wrong type), naming the key and the fix.
     """
-    from healtrl.plotting import plot_curves
+    from healtrl.views.curves import plot_curves
 
     from .run import run_training
 

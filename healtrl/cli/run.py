@@ -113,8 +113,8 @@ def _check_extras_early(trainer_args) -> None:
     the command line the config is already known to be valid, so the missing package is named first, at no cost.
     A Liger setting no trainer can train with (`healtrl.trainers.base.liger_conflict`, which TRL refuses at
     construction) raises `ConfigError` here, before the missing package: installing it would not help."""
-    from healtrl._compat import check_report_to, is_available, missing_extra
     from healtrl.trainers.base import liger_conflict
+    from healtrl.utils.compat import check_report_to, is_available, missing_extra
 
     check_report_to(trainer_args.report_to)
     if getattr(trainer_args, "use_vllm", False) and not is_available("vllm"):
@@ -132,7 +132,7 @@ def run_training(resolved: ResolvedConfig):
     """Build everything `resolved` describes, train, save, and return the trainer."""
     script_args, model_args, trainer_args = resolved.script_args, resolved.model_args, resolved.trainer_args
     configure_threads(script_args.torch_num_threads)
-    from healtrl._distributed import honour_ddp_timeout
+    from healtrl.utils.distributed import honour_ddp_timeout
 
     honour_ddp_timeout(trainer_args.ddp_timeout)  # --ddp_timeout on the CPU too (transformers applies it on GPUs only)
 
@@ -186,7 +186,7 @@ def run_training(resolved: ResolvedConfig):
     trainer.model_card_datasets = [part for name in names if name for part in _card_dataset_name(name).split(",")]
     if script_args.eval_tasks:
         trainer.add_callback(periodic_eval_callback(script_args, trainer_args, trainer))
-    from healtrl._distributed import sharding_not_applied
+    from healtrl.utils.distributed import sharding_not_applied
 
     problem = sharding_not_applied(trainer)  # e.g. use_cpu: true under an FSDP accelerate config
     if problem is not None:
@@ -218,11 +218,11 @@ def run_training(resolved: ResolvedConfig):
 
 
 def _report_cpu_rehearsal(trainer) -> None:
-    """In a CPU rehearsal of a sharded launch (`HEALTRL_SHARD_ON_CPU=1`, see `healtrl._distributed`): once accelerate
+    """In a CPU rehearsal of a sharded launch (`HEALTRL_SHARD_ON_CPU=1`, see `healtrl.utils.distributed`): once accelerate
     prepared the policy, each process prints what it became, and stops when it is not sharded as asked."""
     from transformers import TrainerCallback
 
-    from healtrl._distributed import rehearsal_kind, rehearsal_report
+    from healtrl.utils.distributed import rehearsal_kind, rehearsal_report
 
     kind = rehearsal_kind()
     if kind is None:
@@ -238,7 +238,7 @@ def _report_cpu_rehearsal(trainer) -> None:
 def periodic_eval_callback(script_args, trainer_args, trainer=None):
     """The `PeriodicEvalCallback` that the `eval_*` script arguments describe (unset sampling settings follow the
     trainer's: `temperature`, `top_p`, `max_completion_length`)."""
-    from healtrl.eval_callback import PeriodicEvalCallback
+    from healtrl.evaluation.callback import PeriodicEvalCallback
 
     def pick(value, default):
         return default if value is None else value
@@ -262,8 +262,8 @@ def periodic_eval_callback(script_args, trainer_args, trainer=None):
 
 def _best_rule_to_track(script_args):
     """The best-checkpoint rule the periodic evaluation scores (so that save_total_limit keeps the best checkpoint),
-    when the run validates by it (`healtrl.recipe_checks.validation_keeps_best`); else None."""
-    from healtrl.recipe_checks import validation_keeps_best
-    from healtrl.recipes import parse_best_checkpoint
+    when the run validates by it (`healtrl.recipes.checks.validation_keeps_best`); else None."""
+    from healtrl.recipes.checks import validation_keeps_best
+    from healtrl.recipes.recipe import parse_best_checkpoint
 
     return parse_best_checkpoint(script_args.best_checkpoint) if validation_keeps_best(script_args) else None

@@ -39,7 +39,7 @@ def evaluated_tasks(script_args) -> dict[tuple[str, str], list[str]]:
     """`(task, split) -> the fields that name it` for every task the run is evaluated on, during or after training:
     `eval_tasks` (at `eval_split`), the best-checkpoint rule's `best_checkpoint.tasks` (at its `split`) and the
     benchmarks of `paper_results` (at each task's evaluation split, as `healtrl eval` scores them)."""
-    from healtrl.recipes import parse_best_checkpoint, parse_paper_protocol, parse_paper_results
+    from healtrl.recipes.recipe import parse_best_checkpoint, parse_paper_protocol, parse_paper_results
     from healtrl.tasks import get_task
 
     out: dict[tuple[str, str], list[str]] = {}

@@ -65,7 +65,7 @@ class ScriptArguments:
             Save the trained model (or adapter, with `use_peft`) and tokenizer to `output_dir` at the end.
         eval_tasks (`list[str]`, *optional*, defaults to `[]`):
             Tasks (`healtrl.tasks.TASKS`) to evaluate the policy on during training with
-            `healtrl.eval_callback.PeriodicEvalCallback`; logs `eval/<task>/avg@k` and `eval/<task>/pass@j`. A math task
+            `healtrl.evaluation.callback.PeriodicEvalCallback`; logs `eval/<task>/avg@k` and `eval/<task>/pass@j`. A math task
             takes the prompt format of the training data as a suffix: `aime25@answer_line` (DAPO's prompt and
             "Answer:" grader, for `task:dapo-math-17k` runs), `aime25` / `aime25@boxed` (the boxed prompt).
         eval_k (`int`, *optional*, defaults to `1`):
@@ -291,7 +291,7 @@ class ScriptArguments:
 
             for task in self.eval_tasks:
                 get_task(task)  # ValueError naming the known tasks
-        from healtrl.recipes import parse_best_checkpoint, parse_paper_protocol, parse_paper_results
+        from healtrl.recipes.recipe import parse_best_checkpoint, parse_paper_protocol, parse_paper_results
 
         parse_best_checkpoint(self.best_checkpoint)  # ValueErrors name the key: best_checkpoint.<key>
         parse_paper_results(self.paper_results, parse_paper_protocol(self.paper_protocol))

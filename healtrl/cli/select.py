@@ -1,5 +1,5 @@
 """`healtrl select`: HEAL's general-domain data selection from the command line or a YAML config (`--config`),
-with `--dry_run`. The options are the fields of `healtrl.selection_config.SelectionConfig` (one option per field, with
+with `--dry_run`. The options are the fields of `healtrl.selection.config.SelectionConfig` (one option per field, with
 its help and default), plus `--config`, `--no_progress` and `--dry_run`; the selection itself is
 `healtrl.selection.select_general_data`."""
 
@@ -10,9 +10,8 @@ import os
 import sys
 from dataclasses import fields
 
-from healtrl._distributed import processes
-from healtrl.selection_config import SelectionConfig, SelectionError, option_type
-from healtrl.selection_data import (
+from healtrl.selection.config import SelectionConfig, SelectionError, option_type
+from healtrl.selection.data import (
     INDEX_COLUMN,
     SCORE_COLUMNS,
     SELECTED_DIR,
@@ -20,6 +19,7 @@ from healtrl.selection_data import (
     pool_indices,
     reward_arguments,
 )
+from healtrl.utils.distributed import processes
 
 from ._common import RaisingParser, StoreOnce, UsageError
 
@@ -58,7 +58,7 @@ def _apply_yaml(parser: RaisingParser, path: str) -> None:
     """Set the parser's defaults from a flat YAML file, checking every key and value type."""
     import yaml
 
-    from healtrl._yamlfile import DuplicateKeyError, load_yaml
+    from healtrl.utils.yamlfile import DuplicateKeyError, load_yaml
 
     try:
         with open(path) as f:
@@ -118,8 +118,8 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
     Returns:
         0 when the options are valid, 2 otherwise.
     """
-    from healtrl._compat import EXTRAS, is_available
     from healtrl.data import get_reward_func, is_toy_dataset, load_train_dataset, reward_columns
+    from healtrl.utils.compat import EXTRAS, is_available
 
     from ._checks import _check_model, _DryRun, _sample
 
@@ -220,7 +220,7 @@ def select_main(argv: list[str] | None = None, prog: str = "healtrl select") -> 
 
     Errors in the options or the data print `error: ...` to stderr and return 2.
     """
-    from healtrl._compat import MissingExtraError
+    from healtrl.utils.compat import MissingExtraError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _build_parser(prog)
@@ -237,7 +237,7 @@ def select_main(argv: list[str] | None = None, prog: str = "healtrl select") -> 
         progress = not options.pop("no_progress")
         if options.pop("dry_run"):
             return select_dry_run(options, config_path=config_path)
-        from healtrl.selection import select_general_data  # imports torch, which `--help` does not need
+        from healtrl.selection.pipeline import select_general_data  # imports torch, which `--help` does not need
 
         selected = select_general_data(SelectionConfig(**options), progress=progress)
     except UsageError as exc:

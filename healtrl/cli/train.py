@@ -47,8 +47,8 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
     """`python train.py [--config CONFIG.yaml] [--key VALUE ...] [--dry_run [--num_processes N]]`: returns the process
     exit code. Without `--config` it runs the main job (`healtrl.cli.main_job`: HEAL next to few-shot GRPO on the toy world,
     the overrides applied to both); `--dry_run` without `--config` checks the main job's HEAL config."""
-    from healtrl._compat import MissingExtraError
     from healtrl.checkpoints import DivergenceError, ResumeError
+    from healtrl.utils.compat import MissingExtraError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--version" in argv and not any(a in ("-h", "--help") for a in argv):
@@ -62,7 +62,7 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
         from .dry_run import dry_run
 
         return dry_run(argv, prog=prog, num_processes=num_processes)
-    from healtrl._distributed import ShardingUnavailableError, check_sharded_launch
+    from healtrl.utils.distributed import ShardingUnavailableError, check_sharded_launch
 
     try:
         # Before anything builds an accelerate state: refuse (or, opted in, rehearse on the CPU) FSDP / DeepSpeed

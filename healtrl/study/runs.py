@@ -157,10 +157,10 @@ def make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str, 
     description of a user's trainer (`methods.user_method`) when `method` is its key."""
     from transformers import PrinterCallback, set_seed
 
-    from healtrl._filelock import file_lock
     from healtrl.toy import load_toy_model
     from healtrl.toy.tasks import toy_reward
     from healtrl.trainers import OPEFOConfig, OPEFOTrainer
+    from healtrl.utils.filelock import file_lock
 
     from .world import select_general, target_data, toy_args
 

@@ -104,7 +104,7 @@ def general_pool(world: str = "add"):
 def select_general(seed: int, top_k: int, workdir: str, world: str = "add"):
     """HEAL's selection of `top_k` general prompts for `seed` (uncertainty x diversity, 8 rollouts of the world's
     model per question), saved in and resumed from `workdir`."""
-    from healtrl.selection import select_general_data
+    from healtrl.selection.pipeline import select_general_data
 
     pool = os.path.join(workdir, f"general-pool-{world}")
     if not os.path.exists(pool):
@@ -137,7 +137,7 @@ def held_out_pass_at(model, tokenizer, seed: int, k: int = K, family: str = "add
     Returns:
         j -> mean over problems of pass@j; pass@1 equals avg@k.
     """
-    from healtrl.evaluation import evaluate
+    from healtrl.evaluation.engine import evaluate
 
     model.eval()
     results = evaluate(

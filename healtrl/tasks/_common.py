@@ -108,12 +108,12 @@ def load_source(spec, split: str, path: str | None, config: str | None = None, d
         A `datasets.Dataset`.
     """
     if path is not None:
-        from healtrl._datafiles import _load_local
+        from healtrl.utils.datafiles import load_local
 
         expanded = os.path.expanduser(str(path))
         if not os.path.exists(expanded):
             raise ValueError(f"Task '{spec.name}': the local dataset path '{path}' does not exist.")
-        return _load_local(expanded, config or spec.config, split)
+        return load_local(expanded, config or spec.config, split)
     if spec.hub_id is None:
         raise ValueError(f"Task '{spec.name}' has no Hub dataset; it takes no `path` other than its own sources.")
     import datasets

@@ -142,7 +142,7 @@ sides (issue #27); v2 hashes the question stem."""
 def medicine_split(prompt) -> str:
     """ "train" or "test": the side of the Medicine split that a question (its task prompt) belongs to.
 
-    The bucket is SHA-256(`MEDICINE_SPLIT_SALT` + `healtrl.tasks._keys.stem_key(prompt)`) mod 100; buckets below
+    The bucket is SHA-256(`MEDICINE_SPLIT_SALT` + `healtrl.tasks.keys.stem_key(prompt)`) mod 100; buckets below
     `MEDICINE_TEST_PERCENT` are "test". The key is the normalised question stem (options and their number left out)
     that the hygiene check compares, so two rows that the check would call the same question (e.g. the 4- and the
     5-option version of a MedBullets question) always fall on the same side: the splits are disjoint by construction,
@@ -151,7 +151,7 @@ def medicine_split(prompt) -> str:
     """
     import hashlib
 
-    from ._keys import stem_key
+    from healtrl.tasks.keys import stem_key
 
     digest = hashlib.sha256(f"{MEDICINE_SPLIT_SALT}:{stem_key(prompt)}".encode()).hexdigest()
     return "test" if int(digest[:8], 16) % 100 < MEDICINE_TEST_PERCENT else "train"

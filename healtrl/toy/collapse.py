@@ -78,7 +78,7 @@ def reproduce_entropy_collapse(
 ) -> list[dict]:
     """Run GRPO on a warmed-up toy model and return the trainer's log history.
 
-    Measured on one CPU thread (with the TRL release `healtrl._compat` accepts), the defaults take ~0.12 s per step; averaged over 50 steps, entropy falls
+    Measured on one CPU thread (with the TRL release `healtrl.utils.compat` accepts), the defaults take ~0.12 s per step; averaged over 50 steps, entropy falls
     from 0.78 (steps 1-50) to 0.05 (steps 951-1000) and the reward rises from 0.26 to 0.98 (checked by the slow test
     `tests/test_toy.py::test_entropy_collapse_1000_steps`).
 

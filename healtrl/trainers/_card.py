@@ -238,14 +238,14 @@ class ModelCardMixin:
         The one place a run's curves are drawn: the model card embeds them (`save_model`, checkpoints, `push_to_hub`),
         and the command line calls it only when it saves no final model. Titled by `curves_title(dataset_name)`
         (method, base model, datasets). The entropy panel draws the targets the run logs
-        (`healtrl.plotting.LOGGED_TARGETS`: AER's H*, PosAdv's delta) and those its config sets
-        (`healtrl.plotting.config_targets(self.args)`: PosAdv's delta, TRL's adaptive-entropy target), each once,
+        (`healtrl.views.curves.LOGGED_TARGETS`: AER's H*, PosAdv's delta) and those its config sets
+        (`healtrl.views.curves.config_targets(self.args)`: PosAdv's delta, TRL's adaptive-entropy target), each once,
         labelled with its value to 3 significant digits.
 
         Returns:
             The path of the image, or None (no file written) when neither entropy nor reward was logged.
         """
-        from ..plotting import DEFAULT_PANELS, config_targets, curve, draw_curves, save_figure
+        from healtrl.views.curves import DEFAULT_PANELS, config_targets, curve, draw_curves, save_figure
 
         history = self.state.log_history
         if not any(curve(history, keys)[1] for keys in DEFAULT_PANELS.values()):
@@ -260,7 +260,8 @@ class ModelCardMixin:
         from transformers import __version__ as transformers_version
         from trl import __version__ as trl_version
 
-        from .._version import __version__ as healtrl_version
+        from healtrl.utils.version import __version__ as healtrl_version
+
         from ..model_card import build_model_card, read_eval_results
 
         method = self.model_card_method()

@@ -147,19 +147,19 @@ class RolloutInspector:
 
 def build_run(trainer, prompts, completion_ids, rows, rewards):
     """An `InspectRun` ("step N") of the first `inspect_num_prompts` prompt groups of this process's rollouts."""
-    from ..entropy_view import CompletionView, InspectRun, PromptGroup, _prompt_text, _token_texts
+    from healtrl.views.entropy import CompletionView, InspectRun, PromptGroup, format_prompt, token_texts
 
     tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
     size = trainer.num_generations
     groups = []
     for start in range(0, min(len(prompts), size * trainer.config_value("inspect_num_prompts")), size):
-        group = PromptGroup(prompt=prompts[start], prompt_text=_prompt_text(prompts[start]))
+        group = PromptGroup(prompt=prompts[start], prompt_text=format_prompt(prompts[start]))
         for i in range(start, min(start + size, len(prompts))):
             ids = list(completion_ids[i])
             group.completions.append(
                 CompletionView(
                     token_ids=ids,
-                    tokens=_token_texts(tokenizer, ids),
+                    tokens=token_texts(tokenizer, ids),
                     entropies=rows[i][: len(ids)],
                     probs=[],
                     text=tokenizer.decode(ids, skip_special_tokens=True),
@@ -178,7 +178,7 @@ def build_run(trainer, prompts, completion_ids, rows, rewards):
 
 def write_view(trainer, run, all_entropies: torch.Tensor) -> list[str]:
     """Write `step-N.html` and `step-N.json` into `output_dir/inspect` and send the view to the trackers."""
-    from ..entropy_view import _run_dict, render_html
+    from healtrl.views.entropy import render_html, run_to_dict
 
     step = trainer.state.global_step
     folder = os.path.join(trainer.args.output_dir, INSPECT_DIR)
@@ -189,7 +189,7 @@ def write_view(trainer, run, all_entropies: torch.Tensor) -> list[str]:
         f.write(page)
     json_path = os.path.join(folder, f"step-{step}.json")
     with open(json_path, "w", encoding="utf-8") as f:
-        json.dump({"step": step, "run": _run_dict(run)}, f, default=str)
+        json.dump({"step": step, "run": run_to_dict(run)}, f, default=str)
     trackers = find_trackers(trainer)
     if trackers:
         send_to_trackers(trackers, run, page, all_entropies, step, folder)
@@ -263,7 +263,7 @@ def send_to_trackers(trackers: dict[str, Any], run, page: str, all_entropies: to
     if "tensorboard" in trackers:
         import matplotlib.image
 
-        from ..entropy_view import render_summary_png
+        from healtrl.views.entropy import render_summary_png
 
         writer = trackers["tensorboard"]
         path = render_summary_png([run], os.path.join(folder, f"step-{step}.png"))
@@ -287,7 +287,7 @@ def view_files(output_dir: str) -> list[str]:
 
 def load_run(path: str):
     """The `InspectRun` stored in a `step-N.json` view."""
-    from ..entropy_view import CompletionView, InspectRun, PromptGroup, _prompt_text
+    from healtrl.views.entropy import CompletionView, InspectRun, PromptGroup, format_prompt
 
     with open(path, encoding="utf-8") as f:
         data = json.load(f)["run"]
@@ -295,7 +295,7 @@ def load_run(path: str):
     groups = [
         PromptGroup(
             prompt=p["prompt"],
-            prompt_text=_prompt_text(p["prompt"]),
+            prompt_text=format_prompt(p["prompt"]),
             completions=[CompletionView(**{k: c[k] for k in fields}) for c in p["completions"]],
         )
         for p in data["prompts"]
@@ -306,7 +306,7 @@ def load_run(path: str):
 def write_entropy_summary(output_dir: str, directory: str) -> str | None:
     """Render `inspect_summary.png` into `directory` from the first and the last view of `output_dir` (one when there
     is one); returns its file name, or None when the run wrote no view."""
-    from ..entropy_view import render_summary_png
+    from healtrl.views.entropy import render_summary_png
 
     files = view_files(output_dir)
     if not files:

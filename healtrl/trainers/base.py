@@ -27,7 +27,7 @@ listed once, with its arguments and when it runs, in `contract.py` (`tests/test_
 files to it).
 
 TRL's `_compute_loss` is never copied: the levers hook into the two things it does in a fixed order (the policy
-forward, then reading `inputs["advantages"]`), which `healtrl._compat` pins by refusing untested TRL releases. Every
+forward, then reading `inputs["advantages"]`), which `healtrl.utils.compat` pins by refusing untested TRL releases. Every
 override of TRL's private methods (and every read of its private state) is in `healtrl/trainers/_trl/`, the TRL
 boundary this class derives from (which also declares the hooks it calls, levers 1-3 among them, with their defaults:
 `_trl/hooks.py`); this file holds the config (its choices checked in one loop, `check_choices`), lever 4, the step
@@ -60,8 +60,9 @@ from transformers import TrainerCallback
 from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
+from healtrl.utils.compat import MissingExtraError, check_report_to, is_available, missing_extra, require
+
 from .. import checkpoints
-from .._compat import MissingExtraError, check_report_to, is_available, missing_extra, require
 from ..model_card import GRPO_PAPER
 from ._card import CardDescription, ModelCardMixin
 from ._inspect_hooks import RolloutInspector

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from ._card import CardDescription
 from ._trl.batches import ROLLOUT_STAT_KEYS, LossBatch, RolloutBatch, RolloutStats
+from ._trl.generation import fsdp_helper  # for code beside a trainer (evaluation during training), not for methods
 from ._trl.hooks import generate_every
 from ._trl.loss import LOSS_TYPES, aggregate_like_policy_loss, clip_status
 
@@ -342,6 +343,7 @@ __all__ = [
     "RolloutStats",
     "aggregate_like_policy_loss",
     "clip_status",
+    "fsdp_helper",
     "generate_every",
     "hook_names",
 ]

@@ -10,7 +10,7 @@ accessors of `TRLBoundary` (those a method may use are listed in `healtrl/traine
 healtrl outside itself but `healtrl.functional` and `healtrl.kernels` (`tests/test_method_contract.py` checks): what
 it needs of the rest (the checkpoint files' format, the check of the `report_to` extras) the base trainer passes in
 through `BoundaryHooks`.
-A TRL upgrade is: read this package against the new release, run the suite (`healtrl._compat` refuses untested
+A TRL upgrade is: read this package against the new release, run the suite (`healtrl.utils.compat` refuses untested
 releases).
 
 The package is split the way TRL's own methods are:

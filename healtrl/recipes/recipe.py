@@ -32,9 +32,9 @@ A run whose model or training data is that of no entry gets no comparison but an
 (`select_paper_rows`); `healtrl eval --compare_anyway` compares anyway and marks every row.
 
 The schema is here: the three fields' dataclasses, their parsing and validation, and the run's `config.yaml` that
-holds them (`read_run_config`, `run_config_for`). Built on it: the metrics (`healtrl.recipe_metrics`), the dry run's
-checks of a recipe (`healtrl.recipe_checks`), the comparison with the paper's numbers and its rendering
-(`healtrl.paper_comparison`), and the evaluation of a run's checkpoints by the rule (`healtrl.best_checkpoint`:
+holds them (`read_run_config`, `run_config_for`). Built on it: the metrics (`healtrl.recipes.metrics`), the dry run's
+checks of a recipe (`healtrl.recipes.checks`), the comparison with the paper's numbers and its rendering
+(`healtrl.recipes.comparison`), and the evaluation of a run's checkpoints by the rule (`healtrl.evaluation.best_checkpoint`:
 checkpoint discovery, scoring, choosing, `healtrl eval --checkpoints`).
 """
 
@@ -48,8 +48,8 @@ from typing import Any
 
 import yaml
 
-from healtrl._numbers import is_finite_number, is_int
-from healtrl.recipe_metrics import check_metric_against_k, metric_key, metric_value, parse_metric
+from healtrl.recipes.metrics import check_metric_against_k, metric_key, metric_value, parse_metric
+from healtrl.utils.numbers import is_finite_number, is_int
 
 __all__ = [
     "BYTES_PER_PARAMETER",
@@ -492,7 +492,7 @@ def read_run_config(path: str | os.PathLike) -> dict[str, Any] | None:
         path = os.path.join(path, CONFIG_FILE)
     if not os.path.isfile(path):
         return None
-    from healtrl._yamlfile import DuplicateKeyError, load_yaml
+    from healtrl.utils.yamlfile import DuplicateKeyError, load_yaml
 
     with open(path) as f:
         try:

@@ -6,7 +6,7 @@ probability in the token's title (hover) text, shows each completion's reward an
 elsewhere). The PNG has the histogram of token entropies, the mean entropy by position and the most frequent
 high-entropy tokens.
 
-Used by `healtrl inspect` and `inspect_models` (`healtrl.inspect_view`, which sample and measure) and by the trainers'
+Used by `healtrl inspect` and `inspect_models` (`healtrl.views.inspection`, which sample and measure) and by the trainers'
 training-time views (`healtrl.trainers._inspect_hooks`); it imports nothing of healtrl's, so both can use it.
 """
 
@@ -85,13 +85,13 @@ class InspectRun:
     seed: int
 
 
-def _prompt_text(prompt) -> str:
+def format_prompt(prompt) -> str:
     if isinstance(prompt, str):
         return prompt
     return "\n".join(f"{m.get('role', '')}: {m.get('content', '')}" for m in prompt)
 
 
-def _token_texts(tokenizer, ids: Sequence[int]) -> list[str]:
+def token_texts(tokenizer, ids: Sequence[int]) -> list[str]:
     return [tokenizer.decode([i], skip_special_tokens=False) for i in ids]
 
 
@@ -266,7 +266,7 @@ def render_summary_png(runs: Sequence[InspectRun], path: str, high_entropy: floa
     return path
 
 
-def _run_dict(run: InspectRun) -> dict:
+def run_to_dict(run: InspectRun) -> dict:
     return {
         "model": run.model,
         "temperature": run.temperature,
@@ -291,5 +291,5 @@ def write_outputs(
         f.write(render_html(runs, max_entropy))
     render_summary_png(runs, png_path, high_entropy=high_entropy)
     with open(json_path, "w", encoding="utf-8") as f:
-        json.dump({"runs": [_run_dict(r) for r in runs]}, f, default=str)
+        json.dump({"runs": [run_to_dict(r) for r in runs]}, f, default=str)
     return [html_path, png_path, json_path]

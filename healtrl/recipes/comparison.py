@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from healtrl.recipe_metrics import metric_value, parse_metric
-from healtrl.recipes import PaperProtocol, PaperResult
+from healtrl.recipes.metrics import metric_value, parse_metric
+from healtrl.recipes.recipe import PaperProtocol, PaperResult
 
 __all__ = [
     "COMPARISON_JSON",

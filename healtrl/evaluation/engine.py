@@ -21,8 +21,8 @@ Reported per task (fractions in `results.json`, percentages in `results.md`):
 * `mean_response_length`: generated tokens per completion, counting the end-of-sequence token when one was generated
   (as TRL's `completions/mean_length`); `truncated_fraction`: completions that hit `max_new_tokens` without one.
 
-`healtrl eval --checkpoints <run dir>` picks a run's best checkpoint (`healtrl.best_checkpoint`); during training,
-`healtrl.eval_callback.PeriodicEvalCallback` runs this evaluation every few steps. The command line is
+`healtrl eval --checkpoints <run dir>` picks a run's best checkpoint (`healtrl.evaluation.best_checkpoint`); during training,
+`healtrl.evaluation.callback.PeriodicEvalCallback` runs this evaluation every few steps. The command line is
 `healtrl.cli.eval`.
 """
 
@@ -39,10 +39,6 @@ from typing import Any
 
 import numpy as np
 
-from healtrl._distributed import Processes, interleave
-from healtrl._numbers import is_number
-from healtrl._prompts import is_conversational
-from healtrl._prompts import tokenize_prompts as _tokenize_prompts
 from healtrl.functional.evaluation import pass_at_k
 from healtrl.generation import (
     Completion,
@@ -50,6 +46,10 @@ from healtrl.generation import (
     TransformersGenerator,
     VLLMGenerator,
 )
+from healtrl.utils.distributed import Processes, interleave
+from healtrl.utils.numbers import is_number
+from healtrl.utils.prompts import is_conversational
+from healtrl.utils.prompts import tokenize_prompts as _tokenize_prompts
 
 __all__ = [
     "DEFAULT_THRESHOLD",
@@ -340,7 +340,7 @@ def evaluate_task(
         split: Split name (stored).
         threshold: A completion is correct when its reward is >= threshold.
         progress: Show progress bars (on the main process only).
-        procs: The processes of a launch (`healtrl._distributed.processes()`) that share the work; default: this one.
+        procs: The processes of a launch (`healtrl.utils.distributed.processes()`) that share the work; default: this one.
 
     Returns:
         The `TaskResult` (the same on every process, and the same as a single-process run with the same seed).
@@ -424,7 +424,7 @@ def _pick_backend(backend: str, model_is_object: bool, is_adapter: bool) -> tupl
     """(backend, why) for `--backend`."""
     import torch
 
-    from healtrl._compat import is_available
+    from healtrl.utils.compat import is_available
 
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
@@ -454,7 +454,7 @@ def _pick_backend(backend: str, model_is_object: bool, is_adapter: bool) -> tupl
     return "vllm", "vLLM is installed and a GPU is available"
 
 
-def _load_hf_model(path: str, dtype: str, device: str, trust_remote_code: bool):
+def load_hf_model(path: str, dtype: str, device: str, trust_remote_code: bool):
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -518,7 +518,7 @@ def evaluate(
         trust_remote_code: Passed to `from_pretrained` / vLLM.
         vllm_kwargs: Extra arguments of `vllm.LLM` (`tensor_parallel_size`, `gpu_memory_utilization`, ...).
         progress: Show progress bars.
-        procs: Share the work over the processes of a launch (`healtrl._distributed.processes()`; `healtrl eval` does
+        procs: Share the work over the processes of a launch (`healtrl.utils.distributed.processes()`; `healtrl eval` does
             this under torchrun / accelerate launch): each samples and scores its share, every process returns the
             whole result, identical to a single-process run with the same seed. Default: this process alone.
 
@@ -572,7 +572,7 @@ def evaluate(
             path, dtype=dtype, seed=seed, trust_remote_code=trust_remote_code, **(vllm_kwargs or {})
         )
     else:
-        loaded = model if model_is_object else _load_hf_model(path, dtype, device, trust_remote_code)
+        loaded = model if model_is_object else load_hf_model(path, dtype, device, trust_remote_code)
         generator = TransformersGenerator(loaded, tokenizer)
 
     results = EvalResults(model=model_name, backend=chosen, settings=settings)

@@ -30,8 +30,8 @@ same settings; changing the batch size (or the generator) on resumption keeps th
 exact samples of an uninterrupted run.
 
 `select_general_data` runs the selection as named steps in order (`_load_pool`, `_open_records`, `_score_pending`,
-`_top_k`, `_write_selection`). Its settings are `healtrl.selection_config.SelectionConfig` (with their checks), its
-prompts, reward call and record store `healtrl.selection_data`, its math `healtrl.functional.selection`, its
+`_top_k`, `_write_selection`). Its settings are `healtrl.selection.config.SelectionConfig` (with their checks), its
+prompts, reward call and record store `healtrl.selection.data`, its math `healtrl.functional.selection`, its
 sampling `healtrl.generation`, its command line `healtrl.cli.select`.
 """
 
@@ -48,12 +48,10 @@ from dataclasses import dataclass
 
 import torch
 
-from healtrl._distributed import processes
-from healtrl._prompts import eos_token_ids, is_conversational, tokenize_prompts
 from healtrl.functional.selection import selection_scores
 from healtrl.generation import SamplingSettings, TransformersGenerator, VLLMGenerator, completion_token_stats
-from healtrl.selection_config import SelectionConfig, SelectionError
-from healtrl.selection_data import (
+from healtrl.selection.config import SelectionConfig, SelectionError
+from healtrl.selection.data import (
     INDEX_COLUMN,
     RECORDS_FILE,
     SCORE_COLUMNS,
@@ -67,6 +65,8 @@ from healtrl.selection_data import (
     prompt_hash,
     reward_arguments,
 )
+from healtrl.utils.distributed import processes
+from healtrl.utils.prompts import eos_token_ids, is_conversational, tokenize_prompts
 
 __all__ = [
     "RECORDS_FILE",
@@ -113,7 +113,7 @@ def rollout_entropies(
 
 
 def _tokenize_prompts(tokenizer, prompts: list) -> list[list[int]]:
-    """Prompt token ids as TRL makes them (`healtrl._prompts.tokenize_prompts`), errors as `SelectionError`."""
+    """Prompt token ids as TRL makes them (`healtrl.utils.prompts.tokenize_prompts`), errors as `SelectionError`."""
     try:
         return tokenize_prompts(
             tokenizer,
@@ -134,7 +134,7 @@ def _derive_seed(seed: int, kind: str, index: int) -> int:
 
 
 def _eos_token_ids(model, tokenizer) -> list[int]:
-    """Every eos id the tokenizer and the model declare (`healtrl._prompts.eos_token_ids`), errors as
+    """Every eos id the tokenizer and the model declare (`healtrl.utils.prompts.eos_token_ids`), errors as
     `SelectionError`."""
     try:
         return eos_token_ids(tokenizer, model)
@@ -170,10 +170,10 @@ def select_general_data(
     o = _as_config(config, dataset, options)
     o.check()
     if o.use_vllm:
-        from healtrl._compat import require
+        from healtrl.utils.compat import require
 
         require("vllm", "use_vllm=True (generation with vLLM)")
-    # Under torchrun / accelerate launch the batches are shared (healtrl/_distributed.py): known before any loading, so
+    # Under torchrun / accelerate launch the batches are shared (healtrl/utils/distributed.py): known before any loading, so
     # that only the main process shows the libraries' progress bars
     procs = processes()
     pool = _load_pool(o)

@@ -15,7 +15,7 @@ LOCAL_FILE_BUILDERS = {
 """File extension -> `datasets` builder of a local dataset file."""
 
 
-def _pick_split(data, split: str, where: str):
+def pick_split(data, split: str, where: str):
     from datasets import DatasetDict, IterableDatasetDict
 
     if isinstance(data, (DatasetDict, IterableDatasetDict)):
@@ -28,7 +28,7 @@ def _pick_split(data, split: str, where: str):
     return data
 
 
-def _load_local(path: str, config: str | None, split: str):
+def load_local(path: str, config: str | None, split: str):
     """One split of a local dataset file or folder; a ValueError names the path when it cannot be read or holds no
     rows (the run would stop at its first batch, after the model has loaded)."""
     import datasets
@@ -57,9 +57,9 @@ def _load_local(path: str, config: str | None, split: str):
         )
         where = f"The dataset folder '{path}'"
         if saved:
-            data = _pick_split(datasets.load_from_disk(path), split, where)
+            data = pick_split(datasets.load_from_disk(path), split, where)
         else:
-            data = _pick_split(datasets.load_dataset(path, config), split, where)
+            data = pick_split(datasets.load_dataset(path, config), split, where)
         what = f"{where} (split '{split}')"
     if data is None or (hasattr(data, "__len__") and len(data) == 0):
         raise ValueError(

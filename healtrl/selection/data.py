@@ -16,7 +16,7 @@ import shutil
 import string
 from collections.abc import Callable, Mapping
 
-from healtrl.selection_config import SelectionError
+from healtrl.selection.config import SelectionError
 
 __all__ = [
     "INDEX_COLUMN",

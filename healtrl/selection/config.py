@@ -10,7 +10,7 @@ import math
 import typing
 from dataclasses import dataclass, field
 
-from healtrl._numbers import is_int, is_number
+from healtrl.utils.numbers import is_int, is_number
 
 __all__ = ["DTYPES", "SelectionConfig", "SelectionError", "option_type"]
 

@@ -29,10 +29,10 @@ INSTRUCTION_TEXTS: list[str] = [DAPO_PREFIX, DAPO_SUFFIX]
 _WHITESPACE = re.compile(r"\s+")
 
 
-def _instruction_texts() -> list[str]:
+def instruction_texts() -> list[str]:
     texts = list(INSTRUCTION_TEXTS)
     try:
-        from . import _common, code
+        from healtrl.tasks import _common, code
 
         for module in (_common, code):
             texts += [v for k, v in vars(module).items() if k.endswith("_INSTRUCTION") and isinstance(v, str)]
@@ -53,7 +53,7 @@ def normalise_prompt(prompt, instructions: Sequence[str] | None = None) -> str:
             f"A prompt must be a string or a conversation (a list of {{'role', 'content'}} messages), got "
             f"{type(prompt).__name__}."
         )
-    for instruction in _instruction_texts() if instructions is None else instructions:
+    for instruction in instruction_texts() if instructions is None else instructions:
         text = text.replace(instruction, " ")
     text = unicodedata.normalize("NFKC", text).lower()
     return _WHITESPACE.sub(" ", text).strip()

@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from healtrl import evaluation, recipes
-from healtrl._distributed import Processes
-from healtrl._numbers import is_int
-from healtrl.evaluation import DEFAULT_THRESHOLD
-from healtrl.recipe_metrics import metric_key, metric_value
-from healtrl.recipes import CHECKPOINT_PREFIX, BestCheckpointRule
+from healtrl.evaluation import engine as evaluation
+from healtrl.evaluation.engine import DEFAULT_THRESHOLD
+from healtrl.recipes import recipe as recipes
+from healtrl.recipes.metrics import metric_key, metric_value
+from healtrl.recipes.recipe import CHECKPOINT_PREFIX, BestCheckpointRule
+from healtrl.utils.distributed import Processes
+from healtrl.utils.numbers import is_int
 
 __all__ = [
     "BEST_JSON",

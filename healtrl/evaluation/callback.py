@@ -12,8 +12,7 @@ import contextlib
 import time
 from collections.abc import Sequence
 
-from healtrl._numbers import is_number
-from healtrl.evaluation import (
+from healtrl.evaluation.engine import (
     DEFAULT_THRESHOLD,
     EvalResults,
     _seeded,
@@ -23,6 +22,7 @@ from healtrl.evaluation import (
     tokenize_prompts,
 )
 from healtrl.generation import SamplingSettings, TransformersGenerator
+from healtrl.utils.numbers import is_number
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -196,7 +196,7 @@ class PeriodicEvalCallback(_callback_base()):
             model = stack.enter_context(
                 unwrap_model_for_generation(wrapped, trainer.accelerator, gather_deepspeed3_params=gather)
             )
-            from healtrl.trainers._trl import fsdp_helper
+            from healtrl.trainers.contract import fsdp_helper
 
             dist = fsdp_helper(trainer)  # TRL's FSDP helper: full parameters for generation
             if dist is not None and hasattr(dist, "summon_full_params"):
@@ -231,7 +231,7 @@ class PeriodicEvalCallback(_callback_base()):
         rule = self.best_rule
         if rule is None or state.global_step == 0 or any(t not in results.tasks for t in rule.tasks):
             return
-        from healtrl.recipe_metrics import metric_value
+        from healtrl.recipes.metrics import metric_value
 
         kind, j = rule.parsed_metric
         values = []

@@ -36,7 +36,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from healtrl.entropy_view import (  # noqa: F401  (the names of `healtrl inspect`'s API)
+from healtrl.views.entropy import (  # noqa: F401  (the names of `healtrl inspect`'s API)
     DEFAULT_MAX_ENTROPY,
     HIGH_ENTROPY_QUANTILE,
     HTML_FILE,
@@ -45,13 +45,13 @@ from healtrl.entropy_view import (  # noqa: F401  (the names of `healtrl inspect
     CompletionView,
     InspectRun,
     PromptGroup,
-    _prompt_text,
-    _run_dict,
-    _token_texts,
     entropy_colour,
+    format_prompt,
     high_entropy_threshold,
     render_html,
     render_summary_png,
+    run_to_dict,
+    token_texts,
     write_outputs,
 )
 
@@ -182,7 +182,7 @@ def token_stats(model, prompt_ids, completion_ids, *, temperature: float, batch_
 
 def run_model(model, tokenizer, name: str, dataset, reward: str | None, args, progress: bool = True) -> InspectRun:
     """Sample, measure and score one model on `dataset` (see the module docstring)."""
-    from healtrl._prompts import tokenize_prompts
+    from healtrl.utils.prompts import tokenize_prompts
 
     try:
         prompt_ids = tokenize_prompts(
@@ -207,18 +207,18 @@ def run_model(model, tokenizer, name: str, dataset, reward: str | None, args, pr
     rewards = None
     if reward is not None:
         from healtrl.data import get_reward_func
-        from healtrl.evaluation import score_completions
+        from healtrl.evaluation.engine import score_completions
 
         rewards = score_completions(dataset, completions, get_reward_func(reward), reward_name=reward)
     groups, n = [], 0
     for i, group in enumerate(completions):
         prompt = dataset[i]["prompt"]
-        view = PromptGroup(prompt=prompt, prompt_text=_prompt_text(prompt))
+        view = PromptGroup(prompt=prompt, prompt_text=format_prompt(prompt))
         for j, c in enumerate(group):
             view.completions.append(
                 CompletionView(
                     token_ids=list(c.token_ids),
-                    tokens=_token_texts(tokenizer, c.token_ids),
+                    tokens=token_texts(tokenizer, c.token_ids),
                     entropies=entropies[n],
                     probs=probs[n],
                     text=c.text,
@@ -249,14 +249,14 @@ def _check_model_name(flag: str, name: str) -> None:
 def _load(flag: str, name: str, args):
     from transformers import AutoTokenizer
 
-    from healtrl.evaluation import _load_hf_model
+    from healtrl.evaluation.engine import load_hf_model
     from healtrl.models import OFFLINE_MODELS, resolve_model_path
 
     _check_model_name(flag, name)
     try:
         path = resolve_model_path(os.path.expanduser(name))
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)
-        model = _load_hf_model(path, args.dtype, args.device, args.trust_remote_code)
+        model = load_hf_model(path, args.dtype, args.device, args.trust_remote_code)
     except (OSError, ValueError, ImportError) as exc:
         message = f"{flag} {name}: could not load the model: {exc}"
         offline = [m.name for m in OFFLINE_MODELS.values() if m.upstream_hub_id == name]
