@@ -323,7 +323,7 @@ def checkpoint_info(trainer, rollout: dict[str, Any]) -> dict[str, Any]:
     import transformers
     import trl
 
-    from healtrl.utils.version import __version__
+    from .utils.version import __version__
 
     return {
         "format": FORMAT_VERSION,
@@ -351,7 +351,7 @@ def check_resume(saved: dict[str, Any], trainer, checkpoint: str) -> list[str]:
     """
     import trl
 
-    from healtrl.utils.version import __version__
+    from .utils.version import __version__
 
     args = trainer.args
     allowed = set(getattr(args, "resume_allow_mismatch", None) or ())

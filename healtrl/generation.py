@@ -38,9 +38,9 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from healtrl.utils.distributed import Processes, interleave
-from healtrl.utils.numbers import is_number
-from healtrl.utils.prompts import eos_token_ids
+from .utils.distributed import Processes, interleave
+from .utils.numbers import is_number
+from .utils.prompts import eos_token_ids
 
 
 @dataclass
@@ -271,7 +271,7 @@ class VLLMGenerator:
         detokenize: bool = True,
         feature: str = "Generation with vLLM (`--backend vllm`)",
     ):
-        from healtrl.utils.compat import require
+        from .utils.compat import require
 
         self.vllm = require("vllm", feature)
         if llm is None:

@@ -44,8 +44,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from healtrl.utils.compat import EXTRAS, MissingExtraError, is_available
-from healtrl.utils.filelock import file_lock
+from .utils.compat import EXTRAS, MissingExtraError, is_available
+from .utils.filelock import file_lock
 
 logger = logging.getLogger(__name__)
 

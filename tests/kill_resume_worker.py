@@ -81,7 +81,7 @@ def install(spec: str) -> None:
 
         GRPOTrainer._generate = generate
     elif point == "select_write":
-        from healtrl import selection_data
+        from healtrl.selection import data as selection_data
 
         calls = [0]
         original = selection_data.RecordStore.append
@@ -115,7 +115,7 @@ def install(spec: str) -> None:
 
 
 def count_scored(path: str) -> None:
-    from healtrl import selection
+    from healtrl.selection import pipeline as selection
 
     original = selection._score_batch
 

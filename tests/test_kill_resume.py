@@ -223,7 +223,7 @@ SELECT_ARGS = [
 
 @pytest.mark.slow  # three `healtrl select` processes; tests/test_selection.py covers the resume in the default suite
 def test_select_killed_while_writing_records_resumes_without_rescoring(tmp_path, toy_models):
-    from healtrl import selection
+    from healtrl.selection import pipeline as selection
 
     full, out = tmp_path / "full", tmp_path / "run"
     run([*SELECT_ARGS, "--output_dir", str(full)])

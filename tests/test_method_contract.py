@@ -452,7 +452,7 @@ def test_boundary_import_scan_finds_planted_violations():
         from ...functional.aer import sequence_entropies
         from .hooks import BoundaryHooks
         from .. import _generation_stats
-        from ..._compat import check_report_to
+        from ...utils.compat import check_report_to
 
         def save():
             from ...checkpoints import _fsync_dir

@@ -14,8 +14,8 @@ import pytest
 import torch
 from accelerate.utils import DistributedType
 
-from healtrl import _distributed
 from healtrl.cli import train_main
+from healtrl.utils import distributed as _distributed
 from healtrl.utils.distributed import (
     ShardingUnavailableError,
     check_sharded_launch,

@@ -42,6 +42,10 @@ Sequences are sorted by length so that each unordered pair is computed once (the
 tiles of at most `tile_elements` (row, column, position) entries whose time axis is cut at the tile's longest column.
 Work is O(pairs x L), memory O(tile_elements); `eda_rewards` only computes the pairs it needs (in paper mode, no pair of
 two general-domain trajectories).
+
+Why this module is long: it is one computation, eq. 2-4 over a whole rollout batch, with the two similarity
+measures of Appendix A.2 and the batched, tiled pairwise pass that keeps it linear in memory; each piece is only
+used here, and the equations read best next to the code that evaluates them.
 """
 
 from __future__ import annotations
@@ -593,5 +597,10 @@ def eda_rewards(
     if not return_stats:
         return rewards
     nan = torch.tensor(math.nan, dtype=sim.dtype, device=x.device)
-    stats = {"s_intra": torch.where(scored, s_same, nan), "s_inter": torch.where(scored, s_other, nan)}
-    return rewards, {**stats, "scored": scored, "lengths": lengths}
+    stats = {
+        "s_intra": torch.where(scored, s_same, nan),
+        "s_inter": torch.where(scored, s_other, nan),
+        "scored": scored,
+        "lengths": lengths,
+    }
+    return rewards, stats

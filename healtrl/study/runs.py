@@ -160,8 +160,8 @@ def make_trainer(method: str, regime: str, seed: int, steps: int, workdir: str, 
     from healtrl.toy import load_toy_model
     from healtrl.toy.tasks import toy_reward
     from healtrl.trainers import OPEFOConfig, OPEFOTrainer
-    from healtrl.utils.filelock import file_lock
 
+    from ..utils.filelock import file_lock
     from .world import select_general, target_data, toy_args
 
     if user is not None:

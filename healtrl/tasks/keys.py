@@ -32,7 +32,7 @@ _WHITESPACE = re.compile(r"\s+")
 def instruction_texts() -> list[str]:
     texts = list(INSTRUCTION_TEXTS)
     try:
-        from healtrl.tasks import _common, code
+        from . import _common, code
 
         for module in (_common, code):
             texts += [v for k, v in vars(module).items() if k.endswith("_INSTRUCTION") and isinstance(v, str)]

@@ -151,7 +151,7 @@ def medicine_split(prompt) -> str:
     """
     import hashlib
 
-    from healtrl.tasks.keys import stem_key
+    from .keys import stem_key
 
     digest = hashlib.sha256(f"{MEDICINE_SPLIT_SALT}:{stem_key(prompt)}".encode()).hexdigest()
     return "test" if int(digest[:8], 16) % 100 < MEDICINE_TEST_PERCENT else "train"

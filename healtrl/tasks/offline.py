@@ -237,7 +237,7 @@ def fetch_bigbench_task(task: str, cache: str | Path | None = None, archive: str
     Returns:
         The path of the task's `task.json`.
     """
-    from healtrl.utils.filelock import file_lock
+    from ..utils.filelock import file_lock
 
     root = Path(cache or cache_dir()).expanduser() / f"bigbench-{BIGBENCH_VERSION}"
     target = root / task / "task.json"

@@ -21,8 +21,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from healtrl.utils.filelock import file_lock
-
+from ..utils.filelock import file_lock
 from ._utils import quiet_progress_bars
 from .model import ARCHITECTURES, build_model
 from .supervised import warmup

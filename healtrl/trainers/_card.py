@@ -245,7 +245,7 @@ class ModelCardMixin:
         Returns:
             The path of the image, or None (no file written) when neither entropy nor reward was logged.
         """
-        from healtrl.views.curves import DEFAULT_PANELS, config_targets, curve, draw_curves, save_figure
+        from ..views.curves import DEFAULT_PANELS, config_targets, curve, draw_curves, save_figure
 
         history = self.state.log_history
         if not any(curve(history, keys)[1] for keys in DEFAULT_PANELS.values()):
@@ -260,9 +260,8 @@ class ModelCardMixin:
         from transformers import __version__ as transformers_version
         from trl import __version__ as trl_version
 
-        from healtrl.utils.version import __version__ as healtrl_version
-
         from ..model_card import build_model_card, read_eval_results
+        from ..utils.version import __version__ as healtrl_version
 
         method = self.model_card_method()
         model_name = self._card_model_name(model_name)

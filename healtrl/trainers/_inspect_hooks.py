@@ -147,7 +147,7 @@ class RolloutInspector:
 
 def build_run(trainer, prompts, completion_ids, rows, rewards):
     """An `InspectRun` ("step N") of the first `inspect_num_prompts` prompt groups of this process's rollouts."""
-    from healtrl.views.entropy import CompletionView, InspectRun, PromptGroup, format_prompt, token_texts
+    from ..views.entropy import CompletionView, InspectRun, PromptGroup, format_prompt, token_texts
 
     tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
     size = trainer.num_generations
@@ -178,7 +178,7 @@ def build_run(trainer, prompts, completion_ids, rows, rewards):
 
 def write_view(trainer, run, all_entropies: torch.Tensor) -> list[str]:
     """Write `step-N.html` and `step-N.json` into `output_dir/inspect` and send the view to the trackers."""
-    from healtrl.views.entropy import render_html, run_to_dict
+    from ..views.entropy import render_html, run_to_dict
 
     step = trainer.state.global_step
     folder = os.path.join(trainer.args.output_dir, INSPECT_DIR)
@@ -263,7 +263,7 @@ def send_to_trackers(trackers: dict[str, Any], run, page: str, all_entropies: to
     if "tensorboard" in trackers:
         import matplotlib.image
 
-        from healtrl.views.entropy import render_summary_png
+        from ..views.entropy import render_summary_png
 
         writer = trackers["tensorboard"]
         path = render_summary_png([run], os.path.join(folder, f"step-{step}.png"))
@@ -287,7 +287,7 @@ def view_files(output_dir: str) -> list[str]:
 
 def load_run(path: str):
     """The `InspectRun` stored in a `step-N.json` view."""
-    from healtrl.views.entropy import CompletionView, InspectRun, PromptGroup, format_prompt
+    from ..views.entropy import CompletionView, InspectRun, PromptGroup, format_prompt
 
     with open(path, encoding="utf-8") as f:
         data = json.load(f)["run"]
@@ -306,7 +306,7 @@ def load_run(path: str):
 def write_entropy_summary(output_dir: str, directory: str) -> str | None:
     """Render `inspect_summary.png` into `directory` from the first and the last view of `output_dir` (one when there
     is one); returns its file name, or None when the run wrote no view."""
-    from healtrl.views.entropy import render_summary_png
+    from ..views.entropy import render_summary_png
 
     files = view_files(output_dir)
     if not files:

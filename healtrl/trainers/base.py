@@ -60,10 +60,9 @@ from transformers import TrainerCallback
 from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
-from healtrl.utils.compat import MissingExtraError, check_report_to, is_available, missing_extra, require
-
 from .. import checkpoints
 from ..model_card import GRPO_PAPER
+from ..utils.compat import MissingExtraError, check_report_to, is_available, missing_extra, require
 from ._card import CardDescription, ModelCardMixin
 from ._inspect_hooks import RolloutInspector
 from ._trl import ROLLOUT_BUFFER_FILE, STATE_FILE, LossBatch, RolloutBatch, TRLBoundary

@@ -1,7 +1,7 @@
 """Training curves: entropy and reward against the optimizer step, for one run or several side by side.
 
 ```python
-from healtrl.views.curves import plot_curves
+from .curves import plot_curves
 
 plot_curves(trainer.state.log_history, "curves.png")                            # one run
 plot_curves({"GRPO": "outputs/grpo", "HEAL": "outputs/heal"}, "compare.png")    # runs written by train.py
@@ -127,7 +127,7 @@ def checked_title(title: str) -> str:
     Raises:
         ValueError: the title holds any other path, named in the message.
     """
-    from healtrl.model_card import published_model_name
+    from ..model_card import published_model_name
 
     words = []
     for word in title.split(" "):
