@@ -33,7 +33,7 @@ from healtrl.rewards import (
     run_python,
     run_tests,
 )
-from healtrl.rewards import sandbox as sandbox_module
+from healtrl.rewards.sandbox import runner as sandbox_runner
 from tests.helpers import sandbox_expected
 
 needs_sandbox = pytest.mark.skipif(not sandbox_expected(), reason="the code sandbox is built for Linux")
@@ -329,7 +329,7 @@ def test_hostile_completions_score_zero(tmp_path, monkeypatch):
 def _limits_enforced() -> bool:
     """RLIMIT_NPROC binds: the sandbox runs as an unprivileged uid (root switches to one)."""
     isolation_level()
-    return os.geteuid() != 0 or sandbox_module._uid_mode in ("per-slot", "nobody")
+    return os.geteuid() != 0 or sandbox_runner._uid_mode in ("per-slot", "nobody")
 
 
 @needs_sandbox

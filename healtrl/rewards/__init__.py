@@ -18,6 +18,19 @@ sandbox itself failed to run also score 0.0 and are counted apart (`sandbox_erro
 
 Reading a completion is linear in its length, and math-verify runs in a worker process under a hard timeout that
 holds in any thread (the bounds are stated in `healtrl.rewards.math`).
+
+What it holds: one module per reward (`math`, `multiple_choice`, `code`, `reasoning_gym`, `task`); the code sandbox,
+the package `healtrl.rewards.sandbox` (the isolated execution of untrusted programs: namespaces, resource limits,
+its guarantees stated in its docstring; standard library only); and private modules used only inside this package:
+`_common` (completion text, column alignment, malformed-completion accounting, normalisation), `_boxes` (the boxes
+of a completion, read for `math` and `multiple_choice`), `_assert_tests` and `_plain` (the judge of assert-style code
+tests and the plain-data format it receives), `_math_verify_pool` / `_math_verify_worker` and `_scorer_pool` /
+`_scorer_worker` (the worker processes of math-verify and of reasoning-gym's scorers).
+
+What it may import: the standard library, numpy and its third-party scorers (math-verify in its worker processes,
+reasoning-gym there and on first use); of healtrl, modules of its own layer (`healtrl.toy.tasks` for a completion's
+text; `healtrl.data` and `healtrl.tasks` inside `task_reward`, for each row's task) and the layers below it, never
+the trainers, the evaluation or the command line (`pyproject.toml`'s import contract).
 """
 
 from ._common import MAX_COMPLETION_CHARS, malformed_counts, reset_malformed_counts

@@ -59,8 +59,7 @@ import secrets
 import threading
 from pathlib import Path
 
-from . import sandbox
-from .sandbox import SANDBOX_ERROR, SandboxLimits, SandboxResult, run_python
+from .sandbox import RUN_SLOTS, SANDBOX_ERROR, SandboxLimits, SandboxResult, run_python
 
 __all__ = ["run_assert_test"]
 
@@ -262,7 +261,7 @@ def run_assert_test(
 
 # A pair waits for its two sandbox slots one after the other; with at most half the slots in pairs, a pair's second
 # process never waits on a slot held by another pair waiting for its own second slot.
-_PAIRS = threading.BoundedSemaphore(max(1, len(sandbox._free_slots) // 2))
+_PAIRS = threading.BoundedSemaphore(max(1, RUN_SLOTS // 2))
 
 
 def _run_pair(code: str, test: str, entry_point: str, prompt: str, limits: SandboxLimits, stop=None):

@@ -1,6 +1,6 @@
 """How the code sandbox (`healtrl.rewards.sandbox`) starts a run: the bootstrap that sets up the namespaces, the
 runner of the resource-limits-only isolation, the environment every run gets, and the command line with its resource
-limits (`_command`). `limits` below is a `healtrl.rewards.sandbox.SandboxLimits`."""
+limits (`run_command`). `limits` below is a `healtrl.rewards.sandbox.SandboxLimits`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - Windows
     resource = None
 
 # Runs inside the new namespaces. argv: root disk_bytes uid status_fd cgroup_procs python_path view (the last two as
-# Python literals; view: None for the read-only host view, else the `_view_spec()` dict). It joins the run's cgroups
+# Python literals; view: None for the read-only host view, else the `view_spec()` dict). It joins the run's cgroups
 # (the cgroup.procs files, colon-separated) first. As root (uid >= 0; no user namespace), it holds real privileges
 # here and switches to `uid` before starting the program; without root (uid == -1; a user namespace maps the caller
 # to namespace-root) it drops every capability instead.
@@ -217,7 +217,7 @@ sys.argv = ["main.py"]
 exec(compile(open("main.py", encoding="utf-8").read(), "main.py", "exec"), {"__name__": "__main__"})
 """
 
-_ENV = {
+RUN_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
@@ -264,7 +264,7 @@ def _nproc_limit(limits, uid: int | None, extra: int) -> int:
     return _user_tasks(os.geteuid()) + limits.max_processes + extra
 
 
-def _command(
+def run_command(
     isolation: str,
     root: str,
     limits,
@@ -276,7 +276,7 @@ def _command(
     private_ipc=True,
 ):
     """The argv and preexec_fn of one run; the machinery reports on `status_fd` (see `_BOOTSTRAP`); the program's
-    processes go into `cgroup` (a `_RunCgroup`) when given. Under "namespaces", `private_view` picks the new root
+    processes go into `cgroup` (a `RunCgroup`) when given. Under "namespaces", `private_view` picks the new root
     (else the read-only host) and `private_ipc` a new IPC namespace."""
     if isolation == "namespaces":
         # counted: the program, plus unshare when it runs as the caller's uid (no root)
@@ -289,7 +289,7 @@ def _command(
         argv += ["--pid", "--fork", "--kill-child", "--mount-proc", "--net", sys.executable, "-I", "-S", "-c"]
         procs = ":".join(cgroup.procs) if cgroup is not None else ""
         args = [root, str(limits.disk_bytes), str(-1 if uid is None else uid), str(status_fd), procs]
-        view = _view_spec() if private_view else None
+        view = view_spec() if private_view else None
         return [*argv, _BOOTSTRAP, *args, repr(_python_path()), repr(view)], None
     rlimits = _rlimits(limits, _nproc_limit(limits, uid, 1))
     strict = sys.platform == "linux"
@@ -398,7 +398,12 @@ def _interpreter() -> dict:
             " 'executable': os.path.realpath(sys.executable)}))"
         )
         out = subprocess.run(
-            [sys.executable, "-I", "-c", query], capture_output=True, text=True, env=dict(_ENV), timeout=60, check=True
+            [sys.executable, "-I", "-c", query],
+            capture_output=True,
+            text=True,
+            env=dict(RUN_ENV),
+            timeout=60,
+            check=True,
         ).stdout
         facts = json.loads(out.strip().splitlines()[-1])
         if not isinstance(facts.get("path"), list) or not all(isinstance(p, str) for p in facts["path"]):
@@ -443,7 +448,7 @@ def _resolve(path: str, links: dict[str, str], depth: int = 0) -> str:
 _VIEW: dict | None = None
 
 
-def _view_spec() -> dict:
+def view_spec() -> dict:
     """What the private view shows besides its own mounts (computed once): `binds`, real host paths bind-mounted
     read-only at the same path (none inside another): the shared-library directories (`_LIBRARY_DIRS`), the `lib`
     and `lib64` directories of the interpreter's prefixes, the entries of `_python_path()`, the interpreter's
@@ -481,11 +486,11 @@ def _view_spec() -> dict:
     return _VIEW
 
 
-def _view_listing(path: str) -> list[str] | None:
+def view_listing(path: str) -> list[str] | None:
     """What `os.listdir(path)` shows inside the private view for a host path outside the bound directories: the
     names on the way to what it shows (sorted), None when the path does not exist there. Raises ValueError for a
     path inside a bound directory (shown as the host has it)."""
-    view = _view_spec()
+    view = view_spec()
     path = os.path.normpath(path)
     own = [f"/{name}" for name in _VIEW_OWN] + ["/var/tmp", "/dev/shm", view["work"]]
     shown = [*view["binds"], *(p for p, _ in view["links"]), *own]

