@@ -16,7 +16,7 @@ import yaml
 
 from healtrl.checkpoints import MARKER_FILE, ResumeError, last_complete_checkpoint, read_marker
 from healtrl.cli import train_main
-from healtrl.cli._ranges import FIELD_RANGES
+from healtrl.cli.checks import FIELD_RANGES
 from healtrl.cli.config import _classes_for, _field_default, _init_fields, parse
 from healtrl.utils.yamlfile import DuplicateKeyError, load_yaml
 from tests.test_config import base_config, write_yaml
@@ -57,7 +57,7 @@ def both_paths(tmp_path, capsys, argv, *expected):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Numeric ranges (healtrl.cli._ranges)
+# Numeric ranges (healtrl.cli.checks)
 # ----------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "key, value, bound",

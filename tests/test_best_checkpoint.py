@@ -471,13 +471,12 @@ def test_in_training_validation_records_the_best_step_and_rotation_keeps_it(tmp_
 def test_aer_recipes_validate_during_training_at_the_papers_interval():
     from pathlib import Path
 
-    from healtrl.cli._checks import _DryRun
     from healtrl.cli.config import resolve
-    from healtrl.cli.dry_run import _environment_adjust
+    from healtrl.cli.dry_run_checks import DryRunReport, environment_adjust
     from healtrl.recipes.checks import validation_keeps_best
 
     for path in sorted((Path(__file__).resolve().parent.parent / "configs").glob("aer_*qwen3*.yaml")):
-        resolved = resolve(["--config", str(path)], adjust=_environment_adjust(_DryRun()))  # no GPU here
+        resolved = resolve(["--config", str(path)], adjust=environment_adjust(DryRunReport()))  # no GPU here
         script, args = resolved.script_args, resolved.trainer_args
         assert script.eval_tasks == ["aime25"] and script.eval_every_steps == 20, path.name
         assert args.save_total_limit and validation_keeps_best(script, args), path.name

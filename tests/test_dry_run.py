@@ -331,7 +331,7 @@ def test_num_target_is_the_few_shot_size(tmp_path):
 # ----------------------------------------------------------------------------------------------------------------
 # The registry owns what the dry run knows about each trainer
 # ----------------------------------------------------------------------------------------------------------------
-TRAINER_NEUTRAL = ("healtrl/cli/dry_run.py", "healtrl/cli/_checks.py")
+TRAINER_NEUTRAL = ("healtrl/cli/dry_run.py", "healtrl/cli/dry_run_checks.py")
 # What the registry offers the command line: using these is how the dry run learns about a trainer.
 REGISTRY_API = {"TRAINERS", "get_trainer_classes", "added_datasets", "method_fields", "on_policy_inert"}
 # Methods by the names the papers and the docs use (registry keys and entropy baselines are read from the code).

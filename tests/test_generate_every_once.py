@@ -104,7 +104,7 @@ def test_trl_regenerates_on_the_same_product():
 @pytest.mark.parametrize(("spg", "ni", "gas"), CONFIGS)
 def test_values(spg, ni, gas):
     """The function and every caller that can run without a model give TRL's numbers for each config."""
-    from healtrl.cli._run_data import _steps_per_generation_batch
+    from healtrl.cli.run_data import _steps_per_generation_batch
     from healtrl.trainers._control import check_controller_update
     from healtrl.trainers._trl import generate_every
     from healtrl.trainers._trl.generation import GenerationCalls

@@ -46,16 +46,25 @@ builds the trainer's config class, checks the model name, the reward functions, 
 columns on a local sample, the batch geometry, the run's length (optimizer steps and how often each training row is
 drawn) and the data hygiene on whatever data is local, then prints what the run would do. Exit code 0 when the config
 is valid, 2 otherwise.
+
+The modules: `train` (the entry of `train.py` and `healtrl train`), `config` (a config's parsing: flat YAML plus
+command-line overrides), `script_args` (`ScriptArguments`), `checks` (config validation: types, ranges, required
+fields, `ConfigError`), `run` (a training run), `run_data` (what a run trains and evaluates on; `train_repeats`),
+`run_hygiene` (the data hygiene of a run and of a run folder), `dry_run` and `dry_run_checks` (`--dry_run` and the
+offline checks of the model and data it shares with `healtrl select --dry_run`), the other commands (`eval`, `select`,
+`inspect`, `study`, `main_job`), `help_text` (the shipped `--help` texts) and `common` (what the commands share). The
+command line is the top layer: it may import every other layer of healtrl (the import-linter contract in
+`pyproject.toml`).
 """
 
 from __future__ import annotations
 
 import sys
 
-from ._common import CONFIG_FILE, CURVES_FILE, METRICS_FILE, _error, configure_threads
-from ._run_data import apply_train_repeats, resolve_train_repeats
+from .common import CONFIG_FILE, CURVES_FILE, METRICS_FILE, configure_threads, print_error
 from .dry_run import dry_run
 from .run import run_training
+from .run_data import apply_train_repeats, resolve_train_repeats
 from .train import train_main
 
 __all__ = [
@@ -96,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         _print_usage()
         return 0
     if argv[0] in ("-V", "--version"):
-        from ._common import version_text
+        from .common import version_text
 
         print(version_text())
         return 0
@@ -105,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         return train_main(rest, prog="healtrl train")
     if command == "select":
         if "--version" in rest and not any(a in ("-h", "--help") for a in rest):
-            from ._common import version_text  # select's own parser has no --version
+            from .common import version_text  # select's own parser has no --version
 
             print(version_text())
             return 0
@@ -128,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 
     close = difflib.get_close_matches(command, list(SUBCOMMANDS), n=1)
     hint = f" Did you mean `healtrl {close[0]}`?" if close else ""
-    return _error(f"Unknown command '{command}'.{hint} Commands: {', '.join(SUBCOMMANDS)}.")
+    return print_error(f"Unknown command '{command}'.{hint} Commands: {', '.join(SUBCOMMANDS)}.")
 
 
 if __name__ == "__main__":

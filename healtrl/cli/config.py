@@ -21,14 +21,14 @@ shape, and why it cannot hand the work to them:
 1. The `trainer:` key chooses the config class the remaining keys belong to (`TrlParser` takes a fixed list of
    dataclasses), and a key several dataclasses define goes to exactly one of them (`route_fields`; argparse refuses
    the second definition of an option).
-2. YAML values are checked and converted like command-line text (`_coerce.coerce_value`): `TrlParser` sets them as
+2. YAML values are checked and converted like command-line text (`checks.coerce_value`): `TrlParser` sets them as
    argparse defaults, which argparse converts only when they are strings, so `max_steps: 2.5` or a list where a
    number belongs reaches the trainer unchecked (and fails later in its `__post_init__`, or not at all).
 3. Every mistake is a `ConfigError` naming the key, where it was set (file or command line) and the fix: unknown
    keys get their closest names, or the trainer that has the field; argparse instead prints a usage line of every
    field and exits with status 2, reads `--num_generation` as an abbreviation or calls it ambiguous, and `TrlParser`
    lists a YAML file's unknown keys without suggestions.
-   Numbers are also checked against their ranges (`_ranges.FIELD_RANGES`: a batch size of 0, `temperature: 0`, a
+   Numbers are also checked against their ranges (`checks.FIELD_RANGES`: a batch size of 0, `temperature: 0`, a
    negative learning rate), a key set twice in the YAML file (`healtrl.utils.yamlfile.load_yaml`) or a second `--config`
    is refused (YAML and argparse keep the last one silently), and so is an `output_dir` that is a file: `resolve`
    serves the dry run and the run, so both refuse the same input before anything is built.
@@ -65,10 +65,8 @@ import yaml
 
 from healtrl.utils.yamlfile import DuplicateKeyError, load_yaml
 
-from ._coerce import _accepts_bool, _to_plain, coerce_value, describe_type
-from ._errors import ConfigError
-from ._ranges import check_ranges
-from ._required import _check_output_dir, _check_required
+from . import checks
+from .checks import ConfigError, coerce_value, describe_type, to_plain
 from .help_text import shipped_help
 from .script_args import ScriptArguments
 
@@ -256,7 +254,7 @@ class ResolvedConfig:
         data: dict[str, Any] = {"trainer": self.trainer_name}
         if self.env:
             data["env"] = dict(self.env)
-        data.update({k: _to_plain(v) for k, v in self.values.items() if k != "trainer"})
+        data.update({k: to_plain(v) for k, v in self.values.items() if k != "trainer"})
         return yaml.safe_dump(data, sort_keys=False)
 
 
@@ -454,7 +452,7 @@ def resolve(
             raise unknown(key, where)
         if words is None:  # a bare `--flag`
             hint = hints[routes[key]].get(key, Any)
-            if not _accepts_bool(hint):
+            if not checks.accepts_bool(hint):
                 raise ConfigError(
                     f"`--{key}` on the command line has no value; `{key}` expects {describe_type(hint)}. Pass it as "
                     f"`--{key} VALUE` or `--{key}=VALUE`."
@@ -468,13 +466,13 @@ def resolve(
         values[key] = convert(key, value, raw, where)
         sources[key] = where
 
-    # 3b. Ranges (`_ranges.FIELD_RANGES`): values the dataclasses would accept and the run would crash on.
-    out_of_range = check_ranges(values)
+    # 3b. Ranges (`checks.FIELD_RANGES`): values the dataclasses would accept and the run would crash on.
+    out_of_range = checks.check_ranges(values)
     if out_of_range is not None:
         key, value, bounds = out_of_range
         f = fields[routes[key]][key]
         default_value = _field_default(f)
-        example = f" Its default is {_to_plain(default_value)!r}." if default_value is not _MISSING else ""
+        example = f" Its default is {to_plain(default_value)!r}." if default_value is not _MISSING else ""
         raise ConfigError(
             f"Invalid value for `{key}` {sources[key]}: {value!r} is out of range ({bounds.meaning}); `{key}` must "
             f"be {bounds.describe()}.{example} Set `{key}` to a value in that range."
@@ -495,7 +493,7 @@ def resolve(
         except (ValueError, TypeError, ArithmeticError) as exc:  # ArithmeticError: a division by a value set to 0
             message = str(exc).strip()
             named = [k for k in kwargs[group] if re.search(rf"\b{re.escape(k)}\b", message)]
-            involved = "; ".join(f"`{k}` = {_to_plain(values[k])!r} {sources[k]}" for k in named)
+            involved = "; ".join(f"`{k}` = {to_plain(values[k])!r} {sources[k]}" for k in named)
             involved = f" Values involved: {involved}." if involved else ""
             if message and message[-1] not in ".!?":
                 message += "."
@@ -505,8 +503,8 @@ def resolve(
             ) from exc
 
     script_args, model_args = built["script"], built["model"]
-    _check_required(script_args, model_args, sources, cli.config_path)
-    _check_output_dir(built["trainer"].output_dir, sources)
+    checks.check_required_fields(script_args, model_args, sources, cli.config_path)
+    checks.check_output_dir(built["trainer"].output_dir, sources)
     return ResolvedConfig(
         trainer_name=trainer_name,
         script_args=script_args,
@@ -592,7 +590,7 @@ def format_help(trainer_name: str | None, *, registry=None, prog: str = "train.p
             if routes.get(name) != group:
                 continue
             default_value = _field_default(f)
-            default_text = "required" if default_value is _MISSING else f"default: {_to_plain(default_value)!r}"
+            default_text = "required" if default_value is _MISSING else f"default: {to_plain(default_value)!r}"
             lines.append(f"  --{name} ({describe_type(hints.get(name, Any))}; {default_text})")
             help_text = _first_paragraph(f.metadata.get("help", ""))
             if help_text:

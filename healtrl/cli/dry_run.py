@@ -12,18 +12,18 @@ from __future__ import annotations
 import os
 import sys
 
-from ._checks import (  # noqa: F401
-    DRY_RUN_SAMPLE_ROWS,
-    _check_model,
-    _DryRun,
-    _environment_adjust,
-    _known_rows,
-    _local_task_data,
-    _sample,
-)
-from ._common import _error, _plain
-from ._run_data import _datasets_to_check, resolve_train_repeats
+from .common import format_value, print_error
 from .config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve
+from .dry_run_checks import (
+    DryRunReport,
+    check_model,
+    environment_adjust,
+    known_rows,
+    local_task_data,
+    sample_dataset,
+    task_local_sample,
+)
+from .run_data import datasets_to_check, resolve_train_repeats
 
 # ----------------------------------------------------------------------------------------------------------------
 # --dry_run
@@ -49,7 +49,7 @@ TRL_METHOD_FIELDS = (
 )
 
 
-def _geometry(resolved: ResolvedConfig, num_processes: int, report: _DryRun, rows=None) -> int | None:
+def _geometry(resolved: ResolvedConfig, num_processes: int, report: DryRunReport, rows=None) -> int | None:
     """The batch line and the length line; returns steps_per_generation (None when the geometry is invalid)."""
     from healtrl.trainers.contract import generate_every
 
@@ -134,7 +134,9 @@ def on_policy_equivalences(resolved: ResolvedConfig, steps_per_generation: int) 
     return out
 
 
-def _report_length(resolved: ResolvedConfig, report: _DryRun, prompts_per_batch: int, updates: float, rows) -> None:
+def _report_length(
+    resolved: ResolvedConfig, report: DryRunReport, prompts_per_batch: int, updates: float, rows
+) -> None:
     """The `length` line: optimizer steps of the run and how often each training row is drawn (`train_repeats`)."""
     import math
 
@@ -205,7 +207,7 @@ def _report_length(resolved: ResolvedConfig, report: _DryRun, prompts_per_batch:
     report.add("length", text)
 
 
-def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> None:
+def _dry_run_hygiene(resolved: ResolvedConfig, report: DryRunReport, seed: int) -> None:
     """Data hygiene in the dry run: the evaluated tasks are `eval_tasks` and the recipe's `best_checkpoint.tasks` and
     `paper_results` benchmarks (`run_hygiene.evaluated_tasks`); a training dataset that is an evaluated task's
     evaluated split is refused outright; otherwise the prompts are compared (`healtrl.hygiene`) on whatever data is local (toy, local files,
@@ -224,7 +226,7 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
         return
     allow = script_args.allow_eval_overlap
     findings, unchecked, train_sets, how = [], [], [], set()
-    for role, name, config, split, num_samples in _datasets_to_check(resolved):
+    for role, name, config, split, num_samples in datasets_to_check(resolved):
         if role == "eval":
             continue
         data_seed = seed if role == "train" else args.seed
@@ -238,7 +240,7 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
                 )
         try:
             if task is not None:
-                data, source = _local_task_data(task, split, num_samples, data_seed)
+                data, source = local_task_data(task, split, num_samples, data_seed)
             elif is_toy_dataset(name) or os.path.exists(os.path.expanduser(name)):
                 data, source = load_train_dataset(name, config, split, num_samples, data_seed), "local data"
             else:
@@ -253,7 +255,7 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
     eval_sets = {}
     for task, split in evaluated:
         try:
-            data, source = _local_task_data(task, split)
+            data, source = local_task_data(task, split)
         except Exception as exc:
             data, source = None, f"task '{task}' could not be read ({type(exc).__name__})"
         if data is None:
@@ -308,18 +310,16 @@ def _dry_run_hygiene(resolved: ResolvedConfig, report: _DryRun, seed: int) -> No
 def _one_file_sample(task: str | None) -> str | None:
     """The local sample file `task` reads offline for every split (tasks drawn from one source, e.g. LiveCodeBench's
     releases, may share it); None otherwise (a folder such as Medicine's splits the rows itself)."""
-    from ._checks import _task_local_sample
-
     if task is None:
         return None
     try:
-        path = _task_local_sample(task)
+        path = task_local_sample(task)
     except Exception:
         return None
     return path if path is not None and os.path.isfile(path) else None
 
 
-def _dry_run_resume(args, report: _DryRun) -> None:
+def _dry_run_resume(args, report: DryRunReport) -> None:
     """`resume_from_checkpoint` resolved as the run resolves it before loading anything
     (`healtrl.checkpoints.resolve_resume_checkpoint`): a refusal is a problem, a skipped checkpoint is reported."""
     import warnings
@@ -367,16 +367,16 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
         0 when the config is valid, 2 otherwise.
     """
     file = file or sys.stdout
-    report = _DryRun()
+    report = DryRunReport()
     try:
         if _split_argv(argv).help:  # `--dry_run --help`: the help text, before the trainers' imports
             resolve(argv, default=DEFAULT_CONFIG_YAML, prog=prog)
         from healtrl.data import check_columns, get_reward_funcs, reward_columns
         from healtrl.trainers import get_trainer_classes, method_fields
 
-        resolved = resolve(argv, default=DEFAULT_CONFIG_YAML, prog=prog, adjust=_environment_adjust(report))
+        resolved = resolve(argv, default=DEFAULT_CONFIG_YAML, prog=prog, adjust=environment_adjust(report))
     except ConfigError as exc:
-        return _error(str(exc))
+        return print_error(str(exc))
     script_args, model_args, args = resolved.script_args, resolved.model_args, resolved.trainer_args
     if num_processes is None:
         num_processes = int(os.environ.get("WORLD_SIZE", "1"))
@@ -386,7 +386,7 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
     report.add(
         "trainer", f"{resolved.trainer_name}: {trainer_cls.__name__} with {config_cls.__name__} (built and valid)"
     )
-    model_text = _check_model(model_args.model_name_or_path, model_args.model_revision, report)
+    model_text = check_model(model_args.model_name_or_path, model_args.model_revision, report)
     extras = [f"dtype {model_args.dtype}"] if model_args.dtype else []
     if model_args.use_peft:
         extras.append(f"LoRA r={model_args.lora_r} alpha={model_args.lora_alpha}")
@@ -407,15 +407,15 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
     config_dirs = [os.path.dirname(os.path.abspath(resolved.config_path))] if resolved.config_path else []
     config_dirs.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs"))
     rows = {}
-    for role, name, config, split, num_samples in _datasets_to_check(resolved):
+    for role, name, config, split, num_samples in datasets_to_check(resolved):
         label = f"data ({role})"
         data_seed = seed if role in ("train", "eval") else args.seed
         try:
-            rows[role] = _known_rows(name, config, split, num_samples, data_seed)
+            rows[role] = known_rows(name, config, split, num_samples, data_seed)
         except Exception:  # the data check below reports what cannot be read
             rows[role] = None
         try:
-            sample, how = _sample(name, config, split, num_samples, seed, config_dirs, report)
+            sample, how = sample_dataset(name, config, split, num_samples, seed, config_dirs, report)
         except Exception as exc:  # any failure to read the data is a finding of the dry run, not a crash
             detail = str(exc) if isinstance(exc, (ValueError, ImportError, OSError)) else f"{type(exc).__name__}: {exc}"
             report.problems.append(f"{role} dataset '{name}': {detail}")
@@ -436,17 +436,17 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
             report.add("equivalent", f"warning: {warning}")
     _dry_run_hygiene(resolved, report, seed)
     use_vllm = report.replaced.get("use_vllm", args.use_vllm)
-    generation = f"vLLM ({_plain(args.vllm_mode)} mode)" if use_vllm else "transformers generate"
+    generation = f"vLLM ({format_value(args.vllm_mode)} mode)" if use_vllm else "transformers generate"
     report.add(
         "rollouts",
         f"{generation}; max_completion_length {args.max_completion_length}, temperature {args.temperature:g}, "
-        f"top_p {args.top_p:g}, lr {args.learning_rate:g} ({_plain(args.lr_scheduler_type)}), seed {args.seed}",
+        f"top_p {args.top_p:g}, lr {args.learning_rate:g} ({format_value(args.lr_scheduler_type)}), seed {args.seed}",
     )
-    shown = [f"{name}={_plain(getattr(args, name))}" for name in method_fields(config_cls, args, resolved.values)]
+    shown = [f"{name}={format_value(getattr(args, name))}" for name in method_fields(config_cls, args, resolved.values)]
     report.add("method", ", ".join(shown) or "none: TRL's GRPO")
     always = ("loss_type", "beta", "epsilon", "epsilon_high", "num_iterations")
     trl_shown = [k for k in TRL_METHOD_FIELDS if hasattr(args, k) and (k in always or k in resolved.values)]
-    report.add("TRL loss", ", ".join(f"{k}={_plain(getattr(args, k))}" for k in trl_shown))
+    report.add("TRL loss", ", ".join(f"{k}={format_value(getattr(args, k))}" for k in trl_shown))
     if script_args.eval_tasks:
         from healtrl.data import get_reward_func
         from healtrl.tasks import get_task
@@ -472,14 +472,15 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
     _dry_run_resume(args, report)
     report.add(
         "output",
-        f"{args.output_dir} (report_to {_plain(report.replaced.get('report_to', args.report_to))}, save_strategy {_plain(args.save_strategy)}, "
+        f"{args.output_dir} (report_to {format_value(report.replaced.get('report_to', args.report_to))}, "
+        f"save_strategy {format_value(args.save_strategy)}, "
         f"logging_steps {args.logging_steps:g})",
     )
 
     print(report.render(f"Dry run of {source}: nothing is downloaded or trained."), file=file)
     if report.problems:
         for problem in report.problems:
-            _error(problem)
+            print_error(problem)
         print(f"\nDry run FAILED: {len(report.problems)} problem(s), listed on stderr.", file=file)
         return 2
     print("\nDry run OK: the config is valid.", file=file)

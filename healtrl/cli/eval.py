@@ -17,7 +17,7 @@ from typing import Any
 from healtrl.generation import SamplingSettings
 from healtrl.utils.distributed import processes
 
-from ._common import RaisingParser, StoreOnce, UsageError, add_version_option, configure_threads
+from .common import RaisingParser, StoreOnce, UsageError, add_version_option, configure_threads
 
 # `healtrl.evaluation`'s BACKENDS and DEFAULT_THRESHOLD, restated so that building the parser (`--help`) does not
 # import `healtrl.evaluation`, which imports torch (through `healtrl.functional`); `tests/test_lazy_import.py` checks

@@ -9,7 +9,7 @@ from healtrl.views.entropy import DEFAULT_MAX_ENTROPY, write_outputs
 from healtrl.views.inspection import InspectError, inspect
 from healtrl.views.inspection import __doc__ as INSPECT_DOC
 
-from ._common import RaisingParser, add_version_option
+from .common import RaisingParser, add_version_option
 
 
 class _Parser(RaisingParser):
@@ -52,13 +52,13 @@ def inspect_main(argv: list[str] | None = None, prog: str = "healtrl inspect") -
         _build_parser(prog).print_help()
         return 0
     if "--version" in argv:  # before the required options are checked
-        from ._common import version_text
+        from .common import version_text
 
         print(version_text())
         return 0
     try:
         args = _build_parser(prog).parse_args(argv)
-        from ._common import configure_threads
+        from .common import configure_threads
 
         configure_threads()
         from transformers.utils import logging as hf_logging

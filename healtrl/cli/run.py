@@ -8,9 +8,9 @@ import os
 import sys
 from typing import Any
 
-from ._common import CONFIG_FILE, CURVES_FILE, METRICS_FILE, configure_threads
-from ._run_data import _task_name, _trainer_adds_data, apply_train_repeats
+from .common import CONFIG_FILE, CURVES_FILE, METRICS_FILE, configure_threads
 from .config import ConfigError, ResolvedConfig
+from .run_data import apply_train_repeats, task_name, trainer_adds_data
 
 
 def _model_init_kwargs(model_args, trainer_args) -> dict[str, Any]:
@@ -99,7 +99,7 @@ def write_config_file(resolved: ResolvedConfig, output_dir: str) -> str:
 
 def _card_dataset_name(name: str) -> str:
     """The dataset name shown in the model card: a `task:<name>` dataset by its Hub id when it has one."""
-    task = _task_name(name)
+    task = task_name(name)
     if task is None:
         return name
     from healtrl.tasks import get_task
@@ -181,7 +181,7 @@ def run_training(resolved: ResolvedConfig):
     )
     # The model card names what the user named (a Hub id, a toy name), not resolved cache paths.
     trainer.model_card_base_model = model_args.model_name_or_path
-    names = [script_args.dataset_name, *_trainer_adds_data(resolved)]  # e.g. HEAL's general data
+    names = [script_args.dataset_name, *trainer_adds_data(resolved)]  # e.g. HEAL's general data
     # A task that combines Hub datasets (`medicine`) names each of them.
     trainer.model_card_datasets = [part for name in names if name for part in _card_dataset_name(name).split(",")]
     if script_args.eval_tasks:

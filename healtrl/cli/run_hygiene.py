@@ -18,12 +18,12 @@ def training_datasets(resolved, train_dataset=None) -> list:
     loaded) and the datasets a trainer adds (e.g. HEAL's `general_dataset_name`), loaded as the trainer loads them."""
     from healtrl.data import load_train_dataset
 
-    from ._run_data import _datasets_to_check
+    from .run_data import datasets_to_check
 
     script_args, trainer_args = resolved.script_args, resolved.trainer_args
     seed = script_args.dataset_seed if script_args.dataset_seed is not None else trainer_args.seed
     out = []
-    for role, name, config, split, num_samples in _datasets_to_check(resolved):
+    for role, name, config, split, num_samples in datasets_to_check(resolved):
         if role == "eval":
             continue
         if role == "train":
@@ -90,7 +90,7 @@ def check_training_run(resolved, train_dataset=None, eval_dataset=None) -> list[
 
 def _run_config(model: str) -> str | None:
     """The `config.yaml` of a training run folder (or of the run a `checkpoint-N` folder belongs to)."""
-    from ._common import CONFIG_FILE
+    from .common import CONFIG_FILE
 
     path = os.path.expanduser(str(model))
     if not os.path.isdir(path):
@@ -132,11 +132,11 @@ def check_run_folder(
         return None
     from healtrl.tasks import get_task, load_task
 
-    from ._checks import _DryRun, _environment_adjust
     from .config import ConfigError, resolve
+    from .dry_run_checks import DryRunReport, environment_adjust
 
     try:  # settings this machine cannot build (a GPU dtype, vLLM) do not change the data: replaced as in --dry_run
-        resolved = resolve(["--config", config_path], adjust=_environment_adjust(_DryRun()))
+        resolved = resolve(["--config", config_path], adjust=environment_adjust(DryRunReport()))
         train = training_datasets(resolved)
     except (ConfigError, ValueError, OSError, ImportError) as exc:
         raise ValueError(

@@ -21,7 +21,7 @@ from healtrl.selection.data import (
 )
 from healtrl.utils.distributed import processes
 
-from ._common import RaisingParser, StoreOnce, UsageError
+from .common import RaisingParser, StoreOnce, UsageError
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -105,10 +105,10 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
     config, without loading a model and without the Hub, and print what the selection would do.
 
     Checks: every setting's type and range (the checks the run makes before it loads anything), the model name (a
-    local folder, a healtrl name or a well-formed Hub id; `healtrl.cli._checks._check_model`), the reward, and, on a local
-    sample of the pool (toy and local data, or the task's local sample that healtrl ships for Hub tasks), the prompt
-    mapping (`prompt_column` / `question_column` / `prompt_template`), the reward's columns and `top_k` against the
-    pool size (toy and local pools). Hub-only pools are reported as "not checked".
+    local folder, a healtrl name or a well-formed Hub id; `healtrl.cli.dry_run_checks.check_model`), the reward, and,
+    on a local sample of the pool (toy and local data, or the task's local sample that healtrl ships for Hub tasks),
+    the prompt mapping (`prompt_column` / `question_column` / `prompt_template`), the reward's columns and `top_k`
+    against the pool size (toy and local pools). Hub-only pools are reported as "not checked".
 
     Args:
         options: The parsed options of `healtrl select` (names as `SelectionConfig`'s fields).
@@ -121,10 +121,10 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
     from healtrl.data import get_reward_func, is_toy_dataset, load_train_dataset, reward_columns
     from healtrl.utils.compat import EXTRAS, is_available
 
-    from ._checks import _check_model, _DryRun, _sample
+    from .dry_run_checks import DryRunReport, check_model, sample_dataset
 
     file = file or sys.stdout
-    report = _DryRun()
+    report = DryRunReport()
     o = dict(options)
     try:
         SelectionConfig(**{option.name: o.get(option.name) for option in fields(SelectionConfig)}).check()
@@ -133,7 +133,7 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
     model, dataset, reward = o.get("model"), o.get("dataset"), o.get("reward")
     if isinstance(model, str) and model:
         extras = f"; dtype {o.get('dtype')}" if o.get("dtype") not in (None, "auto") else ""
-        report.add("model", _check_model(model, None, report) + extras)
+        report.add("model", check_model(model, None, report) + extras)
     if isinstance(reward, str) and reward:
         try:
             get_reward_func(reward)
@@ -145,7 +145,7 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
         split, seed = o.get("split") or "train", o.get("seed") or 0
         label = f"{dataset} [{split}]"
         try:
-            sample, how = _sample(dataset, o.get("dataset_config"), split, None, seed)
+            sample, how = sample_dataset(dataset, o.get("dataset_config"), split, None, seed)
         except Exception as exc:  # a finding of the dry run, not a crash
             detail = str(exc) if isinstance(exc, (ValueError, ImportError, OSError)) else f"{type(exc).__name__}: {exc}"
             report.problems.append(f"--dataset '{dataset}': {detail}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import version_text
+from .common import version_text
 
 CLAIMS_FLAG = "--claims"
 

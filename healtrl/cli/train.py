@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import _error, version_text
+from .common import print_error, version_text
 from .config import DEFAULT_CONFIG_YAML, ConfigError, _split_argv, resolve
 from .run import run_training
 
@@ -57,7 +57,7 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
     try:
         argv, dry, num_processes = _pop_dry_run(argv)
     except ConfigError as exc:
-        return _error(str(exc))
+        return print_error(str(exc))
     if dry:
         from .dry_run import dry_run
 
@@ -69,7 +69,7 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
         # without an accelerator, which accelerate would otherwise run unsharded without saying so.
         check_sharded_launch()
     except ShardingUnavailableError as exc:
-        return _error(str(exc))
+        return print_error(str(exc))
     try:
         command_line = _split_argv(argv)
         if command_line.config_path is None and not command_line.help:
@@ -79,9 +79,9 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
         resolved = resolve(argv, default=DEFAULT_CONFIG_YAML, prog=prog)
         trainer = run_training(resolved)
     except (ConfigError, MissingExtraError, ResumeError) as exc:
-        return _error(str(exc))
+        return print_error(str(exc))
     except DivergenceError as exc:
-        _error(str(exc))
+        print_error(str(exc))
         return 3
     trainer.end()  # finish trackers, destroy the process group
     return 0

@@ -1,5 +1,5 @@
-"""What the command-line modules share: the run files' names, error printing, argparse that raises, torch's CPU
-threads."""
+"""What the commands of the command line share: the run files' names, error printing, the `--version` text,
+argparse that raises, the formatting of a value in a report, torch's CPU threads."""
 
 from __future__ import annotations
 
@@ -16,7 +16,11 @@ __all__ = [
     "RaisingParser",
     "StoreOnce",
     "UsageError",
+    "add_version_option",
     "configure_threads",
+    "format_value",
+    "print_error",
+    "version_text",
 ]
 
 METRICS_FILE = "metrics.jsonl"
@@ -40,7 +44,8 @@ def add_version_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", action="version", version=version_text(), help="Print the healtrl version.")
 
 
-def _error(message: str) -> int:
+def print_error(message: str) -> int:
+    """Print `error: <message>` on stderr (on the main process only) and return the exit code of a mistake, 2."""
     if _is_main_process():
         print(f"error: {message}", file=sys.stderr)
     return 2
@@ -67,12 +72,13 @@ def configure_threads(num_threads: int | None = None) -> int:
     return num_threads
 
 
-def _plain(value):
+def format_value(value):
+    """A config value as a report shows it: an enum as its value, a float in `%g`, a list comma-separated."""
     value = getattr(value, "value", value)
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, (list, tuple)):
-        return ",".join(str(_plain(v)) for v in value) or "none"
+        return ",".join(str(format_value(v)) for v in value) or "none"
     return value
 
 

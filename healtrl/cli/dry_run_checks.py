@@ -1,6 +1,13 @@
-"""What the dry runs of `train.py` and `healtrl select` check without the Hub: the model name (`_check_model`), a
-local sample of each dataset (`_sample`, `_local_task_data`) and the rows of data whose size is known
-(`_known_rows`). Each check adds its finding to the `_DryRun` report (defined here) it is given."""
+"""The dry runs' checks of what a config names, made on this machine without the Hub; shared by `train.py --dry_run`
+(`healtrl.cli.dry_run`), `healtrl select --dry_run` and `healtrl eval`'s check of a run folder (`run_hygiene`).
+
+The model name (`check_model`: a local folder, a healtrl name or a well-formed Hub id; nothing is downloaded), a local
+sample of each dataset (`sample_dataset`, `local_task_data`, `task_local_sample`), the rows of data whose size is known
+(`known_rows`), and the settings this machine cannot build (a GPU dtype without a GPU, extras that are not installed),
+replaced for the check (`environment_adjust`). Each check adds its finding to the `DryRunReport` it is given.
+
+The checks of the config's values themselves (types, ranges, required fields) are config validation,
+`healtrl.cli.checks`, which `resolve` runs for the dry run and the real run alike."""
 
 from __future__ import annotations
 
@@ -8,13 +15,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._run_data import _selection_producer, _task_name
+from .run_data import task_name
 
 DRY_RUN_SAMPLE_ROWS = 8
 """Rows of each dataset the dry run loads (toy and local data only) to check the columns."""
 
 
-def _check_model(name: str, revision: str | None, report: _DryRun) -> str:
+def check_model(name: str, revision: str | None, report: DryRunReport) -> str:
     """Describe the model name without downloading or building anything; add a problem when it cannot work."""
     from healtrl.models import OFFLINE_MODELS, OFFLINE_PREFIX, TOY_PREFIX, offline_model_dir
     from healtrl.utils.compat import EXTRAS, is_available
@@ -76,14 +83,14 @@ def _check_model(name: str, revision: str | None, report: _DryRun) -> str:
     return f"Hub id {name}" + (f"@{revision}" if revision and revision != "main" else "") + f", {where}"
 
 
-def _sample(
+def sample_dataset(
     name: str,
     config: str | None,
     split: str,
     num_samples: int | None,
     seed: int,
     config_dirs: list[str] | None = None,
-    report: _DryRun | None = None,
+    report: DryRunReport | None = None,
 ):
     """(a few rows of the dataset or None, how they were obtained); never touches the Hub."""
     from healtrl.data import is_toy_dataset, load_train_dataset
@@ -108,7 +115,7 @@ def _sample(
         if producer is not None:
             file, options = producer
             pool, pool_split = options["dataset"], options.get("split", "train")
-            data, how = _sample(pool, None, pool_split, num_samples, seed)
+            data, how = sample_dataset(pool, None, pool_split, num_samples, seed)
             if report is not None:
                 report.machine.append(
                     f"'{name}' does not exist yet: run `healtrl select --config {os.path.relpath(file)}` before "
@@ -121,7 +128,7 @@ def _sample(
         raise ValueError(
             f"the dataset path '{name}' does not exist (working directory: {os.getcwd()}); fix the dataset name."
         )
-    task = _task_name(name)
+    task = task_name(name)
     if task is not None:
         from healtrl.tasks import get_task
 
@@ -131,7 +138,7 @@ def _sample(
         if spec.hub_id is None:
             data = load_train_dataset(name, config, split=split, num_samples=rows, seed=seed)
             return data, f"task '{task}' (offline source), {len(data)} rows checked"
-        sample = _task_local_sample(task)
+        sample = task_local_sample(task)
         if sample is not None:
             from healtrl.tasks import load_task
 
@@ -160,7 +167,38 @@ def _sample(
     return None, f"Hub dataset {name}: dataset mapping not checked: Hub-only (its columns are unknown offline){hint}"
 
 
-def _task_local_sample(task: str) -> str | None:
+def _selection_producer(path: str, config_dirs: list[str]) -> tuple[str, dict] | None:
+    """The `healtrl select` config (file, options) in `config_dirs` whose output is the dataset folder `path`
+    (`<output_dir>/selected`), for datasets that an earlier step of a recipe writes."""
+    import glob
+
+    import yaml
+
+    from healtrl.utils.yamlfile import load_yaml
+
+    try:
+        from healtrl.selection.pipeline import SELECTED_DIR
+    except ImportError:  # pragma: no cover - healtrl.selection is part of the package
+        return None
+    norm = os.path.normpath(os.path.expanduser(path))
+    if os.path.basename(norm) != SELECTED_DIR:
+        return None
+    for folder in dict.fromkeys(config_dirs):
+        for file in sorted(glob.glob(os.path.join(folder, "*.yaml"))):
+            try:
+                with open(file) as f:
+                    options = load_yaml(f)  # a file with a duplicate key is not a usable selection config
+            except (OSError, yaml.YAMLError):
+                continue
+            if not isinstance(options, dict) or "trainer" in options or not options.get("dataset"):
+                continue
+            out = options.get("output_dir")
+            if isinstance(out, str) and os.path.normpath(os.path.expanduser(out)) == os.path.dirname(norm):
+                return file, options
+    return None
+
+
+def task_local_sample(task: str) -> str | None:
     """A local file (or folder) in the format of the task's Hub dataset: `healtrl.tasks.local_sample(task)` when the tasks package
     provides it, else the test sample `tests/data/tasks/<task>.*` of a source checkout (matched with `-` read as `_`,
     or by the longest file stem the task name starts with: `webinstruct` for `webinstruct-physics`)."""
@@ -184,7 +222,7 @@ def _task_local_sample(task: str) -> str | None:
     return os.fspath(prefixes[0]) if prefixes else None
 
 
-def _known_rows(name: str, config, split: str, num_samples: int | None, seed: int) -> int | None:
+def known_rows(name: str, config, split: str, num_samples: int | None, seed: int) -> int | None:
     """Rows a dataset will have, when that is known offline: its `num_samples`, or the size of toy and local data."""
     from healtrl.data import TOY_TEST_SIZE, TOY_TRAIN_SIZE, is_toy_dataset, load_train_dataset
 
@@ -201,7 +239,7 @@ def _known_rows(name: str, config, split: str, num_samples: int | None, seed: in
     return None
 
 
-def _local_task_data(task: str, split: str | None, num_samples: int | None = None, seed: int = 0):
+def local_task_data(task: str, split: str | None, num_samples: int | None = None, seed: int = 0):
     """(a task's whole split from offline data, how) without the Hub: offline tasks load, Hub tasks map their local
     sample; (None, why) otherwise."""
     from healtrl.tasks import get_task, load_task
@@ -209,13 +247,13 @@ def _local_task_data(task: str, split: str | None, num_samples: int | None = Non
     spec = get_task(task)
     if spec.hub_id is None:
         return load_task(task, split=split, num_samples=num_samples, seed=seed), "offline data"
-    sample = _task_local_sample(task)
+    sample = task_local_sample(task)
     if sample is None:
         return None, f"task '{task}' is Hub-only"
     return load_task(task, split=split, path=sample, num_samples=num_samples, seed=seed), "the tasks' local samples"
 
 
-class _DryRun:
+class DryRunReport:
     """Collects the report lines, the problems (config errors: exit 2) and the notes about this machine."""
 
     def __init__(self):
@@ -242,7 +280,7 @@ class _DryRun:
         return "\n".join(out)
 
 
-def _environment_adjust(report: _DryRun):
+def environment_adjust(report: DryRunReport):
     """`resolve(adjust=...)` for the dry run: settings this machine cannot build (a GPU dtype without a GPU, extras
     that are not installed) are replaced for the check, and each replacement is noted in the report."""
     import torch

@@ -1,53 +1,20 @@
-"""What a training run trains and evaluates on (`_datasets_to_check`), and how a small training set fills its batches
+"""What a training run trains and evaluates on (`datasets_to_check`), and how a small training set fills its batches
 (`train_repeats`: `resolve_train_repeats`, `apply_train_repeats`); shared by the training entry, the dry run and the
-run-level hygiene checks."""
+run-level hygiene checks (`run_hygiene`)."""
 
 from __future__ import annotations
-
-import os
 
 from .config import ConfigError, ResolvedConfig
 
 
-def _task_name(dataset_name: str) -> str | None:
+def task_name(dataset_name: str) -> str | None:
     """The task a `dataset_name` of the form `task:<name>` refers to (see `healtrl.data.load_train_dataset`)."""
     from healtrl.data import TASK_DATASET_PREFIX
 
     return dataset_name[len(TASK_DATASET_PREFIX) :] if dataset_name.startswith(TASK_DATASET_PREFIX) else None
 
 
-def _selection_producer(path: str, config_dirs: list[str]) -> tuple[str, dict] | None:
-    """The `healtrl select` config (file, options) in `config_dirs` whose output is the dataset folder `path`
-    (`<output_dir>/selected`), for datasets that an earlier step of a recipe writes."""
-    import glob
-
-    import yaml
-
-    from healtrl.utils.yamlfile import load_yaml
-
-    try:
-        from healtrl.selection.pipeline import SELECTED_DIR
-    except ImportError:  # pragma: no cover - healtrl.selection is part of the package
-        return None
-    norm = os.path.normpath(os.path.expanduser(path))
-    if os.path.basename(norm) != SELECTED_DIR:
-        return None
-    for folder in dict.fromkeys(config_dirs):
-        for file in sorted(glob.glob(os.path.join(folder, "*.yaml"))):
-            try:
-                with open(file) as f:
-                    options = load_yaml(f)  # a file with a duplicate key is not a usable selection config
-            except (OSError, yaml.YAMLError):
-                continue
-            if not isinstance(options, dict) or "trainer" in options or not options.get("dataset"):
-                continue
-            out = options.get("output_dir")
-            if isinstance(out, str) and os.path.normpath(os.path.expanduser(out)) == os.path.dirname(norm):
-                return file, options
-    return None
-
-
-def _datasets_to_check(resolved: ResolvedConfig):
+def datasets_to_check(resolved: ResolvedConfig):
     """(role, name, config, split, num_samples) of every dataset the run loads."""
     import dataclasses
 
@@ -74,10 +41,10 @@ def _datasets_to_check(resolved: ResolvedConfig):
     return out
 
 
-def _trainer_adds_data(resolved: ResolvedConfig) -> list[str]:
+def trainer_adds_data(resolved: ResolvedConfig) -> list[str]:
     """The dataset fields of the trainer's own config that are set (e.g. HEAL's `general_dataset_name`): the trainer
     mixes those rows with the training data."""
-    return [name for role, name, *_ in _datasets_to_check(resolved) if role not in ("train", "eval")]
+    return [name for role, name, *_ in datasets_to_check(resolved) if role not in ("train", "eval")]
 
 
 def _steps_per_generation_batch(args) -> float:
@@ -100,7 +67,7 @@ def resolve_train_repeats(resolved: ResolvedConfig, num_rows: int, prompts_per_b
     repeats = script_args.train_repeats
     if repeats is None:
         return None, False
-    mixed = _trainer_adds_data(resolved)
+    mixed = trainer_adds_data(resolved)
     if repeats == "auto":
         if mixed:
             raise ConfigError(
