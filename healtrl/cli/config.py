@@ -33,7 +33,7 @@ shape, and why it cannot hand the work to them:
    is refused (YAML and argparse keep the last one silently), and so is an `output_dir` that is a file: `resolve`
    serves the dry run and the run, so both refuse the same input before anything is built.
 4. `HfArgumentParser` cannot build a parser for `ScriptArguments` at all: `train_repeats` is `int | "auto" | None`,
-   and it allows one type per argument. So the command line is split here (`_split_argv`) and values are read with
+   and it allows one type per argument. So the command line is split here (`split_argv`) and values are read with
    `yaml.safe_load`, as a YAML file reads them (`--reward_funcs [toy,other]`, `--bf16 true`); a string field keeps
    the text exactly as typed.
 5. An `adjust` hook between reading and building (the dry run replaces GPU-only settings on a CPU and says so),
@@ -63,8 +63,7 @@ from typing import Any
 
 import yaml
 
-from healtrl.utils.yamlfile import DuplicateKeyError, load_yaml
-
+from ..utils.yamlfile import DuplicateKeyError, load_yaml
 from . import checks
 from .checks import ConfigError, coerce_value, describe_type, to_plain
 from .help_text import shipped_help
@@ -165,7 +164,7 @@ class _CommandLine:
     overrides: list[tuple[str, list[str] | None, str]] = field(default_factory=list)
 
 
-def _split_argv(argv: list[str]) -> _CommandLine:
+def split_argv(argv: list[str]) -> _CommandLine:
     """Split `argv` into `--config`, `--help` and `--key value` overrides (values are kept as text)."""
     cli = _CommandLine()
     i = 0
@@ -338,7 +337,7 @@ def resolve(
             it to build GPU configs on a machine without one, and says so).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    cli = _split_argv(argv)
+    cli = split_argv(argv)
 
     # 1. The base layer: the YAML file, else the embedded default.
     if cli.config_path is not None:

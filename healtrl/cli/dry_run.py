@@ -13,7 +13,7 @@ import os
 import sys
 
 from .common import format_value, print_error
-from .config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve
+from .config import DEFAULT_CONFIG_NAME, DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, resolve, split_argv
 from .dry_run_checks import (
     DryRunReport,
     check_model,
@@ -369,7 +369,7 @@ def dry_run(argv: list[str], prog: str = "train.py", num_processes: int | None =
     file = file or sys.stdout
     report = DryRunReport()
     try:
-        if _split_argv(argv).help:  # `--dry_run --help`: the help text, before the trainers' imports
+        if split_argv(argv).help:  # `--dry_run --help`: the help text, before the trainers' imports
             resolve(argv, default=DEFAULT_CONFIG_YAML, prog=prog)
         from healtrl.data import check_columns, get_reward_funcs, reward_columns
         from healtrl.trainers import get_trainer_classes, method_fields

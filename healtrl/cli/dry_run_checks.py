@@ -24,7 +24,8 @@ DRY_RUN_SAMPLE_ROWS = 8
 def check_model(name: str, revision: str | None, report: DryRunReport) -> str:
     """Describe the model name without downloading or building anything; add a problem when it cannot work."""
     from healtrl.models import OFFLINE_MODELS, OFFLINE_PREFIX, TOY_PREFIX, offline_model_dir
-    from healtrl.utils.compat import EXTRAS, is_available
+
+    from ..utils.compat import EXTRAS, is_available
 
     path = os.path.expanduser(name)
     if os.path.isdir(path):
@@ -174,7 +175,7 @@ def _selection_producer(path: str, config_dirs: list[str]) -> tuple[str, dict] |
 
     import yaml
 
-    from healtrl.utils.yamlfile import load_yaml
+    from ..utils.yamlfile import load_yaml
 
     try:
         from healtrl.selection.pipeline import SELECTED_DIR
@@ -286,7 +287,8 @@ def environment_adjust(report: DryRunReport):
     import torch
 
     from healtrl.trainers.base import liger_conflict
-    from healtrl.utils.compat import EXTRAS, REPORT_TO_EXTRAS, is_available
+
+    from ..utils.compat import EXTRAS, REPORT_TO_EXTRAS, is_available
 
     has_gpu = torch.cuda.is_available()
 

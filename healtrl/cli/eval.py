@@ -15,8 +15,8 @@ from dataclasses import asdict
 from typing import Any
 
 from healtrl.generation import SamplingSettings
-from healtrl.utils.distributed import processes
 
+from ..utils.distributed import processes
 from .common import RaisingParser, StoreOnce, UsageError, add_version_option, configure_threads
 
 # `healtrl.evaluation`'s BACKENDS and DEFAULT_THRESHOLD, restated so that building the parser (`--help`) does not

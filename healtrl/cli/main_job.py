@@ -31,9 +31,8 @@ from typing import Any
 
 import yaml
 
-from healtrl.utils.yamlfile import load_yaml
-
-from .config import DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, _split_argv, resolve, shipped_config
+from ..utils.yamlfile import load_yaml
+from .config import DEFAULT_CONFIG_YAML, ConfigError, ResolvedConfig, resolve, shipped_config, split_argv
 
 __all__ = ["MAIN_SELECT_YAML", "PANELS", "grpo_counterpart", "run_main_job", "summarize"]
 
@@ -127,7 +126,7 @@ def _layout(argv: list[str]) -> tuple[str, list[str], bool]:
     """
     from healtrl.selection.pipeline import SELECTED_DIR
 
-    overrides = {key: words for key, words, _ in _split_argv(argv).overrides}
+    overrides = {key: words for key, words, _ in split_argv(argv).overrides}
     root = DEFAULT_ROOT
     if "output_dir" in overrides:
         words = overrides["output_dir"]

@@ -114,7 +114,8 @@ def _check_extras_early(trainer_args) -> None:
     A Liger setting no trainer can train with (`healtrl.trainers.base.liger_conflict`, which TRL refuses at
     construction) raises `ConfigError` here, before the missing package: installing it would not help."""
     from healtrl.trainers.base import liger_conflict
-    from healtrl.utils.compat import check_report_to, is_available, missing_extra
+
+    from ..utils.compat import check_report_to, is_available, missing_extra
 
     check_report_to(trainer_args.report_to)
     if getattr(trainer_args, "use_vllm", False) and not is_available("vllm"):
@@ -132,7 +133,7 @@ def run_training(resolved: ResolvedConfig):
     """Build everything `resolved` describes, train, save, and return the trainer."""
     script_args, model_args, trainer_args = resolved.script_args, resolved.model_args, resolved.trainer_args
     configure_threads(script_args.torch_num_threads)
-    from healtrl.utils.distributed import honour_ddp_timeout
+    from ..utils.distributed import honour_ddp_timeout
 
     honour_ddp_timeout(trainer_args.ddp_timeout)  # --ddp_timeout on the CPU too (transformers applies it on GPUs only)
 
@@ -186,7 +187,7 @@ def run_training(resolved: ResolvedConfig):
     trainer.model_card_datasets = [part for name in names if name for part in _card_dataset_name(name).split(",")]
     if script_args.eval_tasks:
         trainer.add_callback(periodic_eval_callback(script_args, trainer_args, trainer))
-    from healtrl.utils.distributed import sharding_not_applied
+    from ..utils.distributed import sharding_not_applied
 
     problem = sharding_not_applied(trainer)  # e.g. use_cpu: true under an FSDP accelerate config
     if problem is not None:
@@ -222,7 +223,7 @@ def _report_cpu_rehearsal(trainer) -> None:
     prepared the policy, each process prints what it became, and stops when it is not sharded as asked."""
     from transformers import TrainerCallback
 
-    from healtrl.utils.distributed import rehearsal_kind, rehearsal_report
+    from ..utils.distributed import rehearsal_kind, rehearsal_report
 
     kind = rehearsal_kind()
     if kind is None:

@@ -19,8 +19,8 @@ from healtrl.selection.data import (
     pool_indices,
     reward_arguments,
 )
-from healtrl.utils.distributed import processes
 
+from ..utils.distributed import processes
 from .common import RaisingParser, StoreOnce, UsageError
 
 
@@ -58,7 +58,7 @@ def _apply_yaml(parser: RaisingParser, path: str) -> None:
     """Set the parser's defaults from a flat YAML file, checking every key and value type."""
     import yaml
 
-    from healtrl.utils.yamlfile import DuplicateKeyError, load_yaml
+    from ..utils.yamlfile import DuplicateKeyError, load_yaml
 
     try:
         with open(path) as f:
@@ -119,8 +119,8 @@ def select_dry_run(options: dict, config_path: str | None = None, file=None) -> 
         0 when the options are valid, 2 otherwise.
     """
     from healtrl.data import get_reward_func, is_toy_dataset, load_train_dataset, reward_columns
-    from healtrl.utils.compat import EXTRAS, is_available
 
+    from ..utils.compat import EXTRAS, is_available
     from .dry_run_checks import DryRunReport, check_model, sample_dataset
 
     file = file or sys.stdout
@@ -220,7 +220,7 @@ def select_main(argv: list[str] | None = None, prog: str = "healtrl select") -> 
 
     Errors in the options or the data print `error: ...` to stderr and return 2.
     """
-    from healtrl.utils.compat import MissingExtraError
+    from ..utils.compat import MissingExtraError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _build_parser(prog)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from .common import print_error, version_text
-from .config import DEFAULT_CONFIG_YAML, ConfigError, _split_argv, resolve
+from .config import DEFAULT_CONFIG_YAML, ConfigError, resolve, split_argv
 from .run import run_training
 
 
@@ -48,7 +48,8 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
     exit code. Without `--config` it runs the main job (`healtrl.cli.main_job`: HEAL next to few-shot GRPO on the toy world,
     the overrides applied to both); `--dry_run` without `--config` checks the main job's HEAL config."""
     from healtrl.checkpoints import DivergenceError, ResumeError
-    from healtrl.utils.compat import MissingExtraError
+
+    from ..utils.compat import MissingExtraError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--version" in argv and not any(a in ("-h", "--help") for a in argv):
@@ -62,7 +63,7 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
         from .dry_run import dry_run
 
         return dry_run(argv, prog=prog, num_processes=num_processes)
-    from healtrl.utils.distributed import ShardingUnavailableError, check_sharded_launch
+    from ..utils.distributed import ShardingUnavailableError, check_sharded_launch
 
     try:
         # Before anything builds an accelerate state: refuse (or, opted in, rehearse on the CPU) FSDP / DeepSpeed
@@ -71,7 +72,7 @@ def train_main(argv: list[str] | None = None, prog: str = "train.py") -> int:
     except ShardingUnavailableError as exc:
         return print_error(str(exc))
     try:
-        command_line = _split_argv(argv)
+        command_line = split_argv(argv)
         if command_line.config_path is None and not command_line.help:
             from .main_job import run_main_job
 
