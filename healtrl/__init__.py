@@ -1,5 +1,10 @@
 """healtrl: reinforcement learning from verifiable rewards without entropy collapse, on top of TRL.
 
+The package by subject (ARCHITECTURE.md draws the layers): `trainers` (the four methods and the baselines on TRL's
+`GRPOTrainer`), `functional` (the papers' equations), `kernels` (the fused LM head), `rewards`, `tasks`, `data`,
+`toy` (the offline toy world), `evaluation`, `selection` (HEAL's data selection), `recipes` (the papers' recipes as
+data), `views` (entropy pages, curves), `study` (the reasoning-world study), `cli` (the commands) and `utils`.
+
 Importing the package is cheap: the trainers and their configs (`healtrl.trainers`, which imports TRL's trainer stack,
 transformers and torch: seconds of CPU) are imported on the first access of one of their names, as TRL itself does
 (PEP 562 module `__getattr__`). `healtrl --version` and every `--help` of the command line therefore answer without

@@ -444,7 +444,7 @@ def _checkpoints_main(args, prog: str) -> int:
         where = config_path if os.path.isfile(config_path) else f"{config_path} (missing)"
         return _report(
             [f"No best-checkpoint rule: {where} sets no `best_checkpoint`. Add it to the recipe (see "
-             "healtrl.recipes.recipe.BestCheckpointRule) or pass the rule as flags, at least --tasks and --metric."]
+             "healtrl.recipes.BestCheckpointRule) or pass the rule as flags, at least --tasks and --metric."]
         )  # fmt: skip
     rule_data.update(overrides)
     if rule_data.get("max_new_tokens") is None:

@@ -1,6 +1,9 @@
 """Pure tensor functions behind healtrl's methods: no trainer state, usable directly in tests and user code.
 
 Each function cites the paper and equation it implements.
+
+What it may import: torch and the standard library only, nothing of healtrl's (the layer above the helpers in
+`pyproject.toml`'s import contract, beside `healtrl.kernels`, which it must not import either).
 """
 
 from .aer import aer_coefficients, aer_entropy_term, aer_update_alpha, sequence_entropies

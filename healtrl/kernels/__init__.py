@@ -8,6 +8,9 @@ holding ``[N, V]`` logits in memory.
 - ``triton_chunked``: chunked CUDA path, cuBLAS GEMMs + Triton softmax statistics (same interpreter rule).
 - ``dispatch``: which CUDA path ``backend="auto"`` takes per device and hidden size (a measured table).
 - :func:`reference_logprob_entropy`: materialised float64 reference for tests.
+
+What it may import: torch, Triton and the standard library only, nothing of healtrl's (beside `healtrl.functional`
+in `pyproject.toml`'s import contract, which it must not import).
 """
 
 from .api import LogProbEntropy, fused_logprob_entropy, resolve_backend, triton_available

@@ -46,7 +46,7 @@ def checkpoint_plan(script_args, trainer_args, model: str | None) -> tuple[list[
     if disk_tb is not None:
         text += (
             f", ~{disk_tb:.2g} TB ({billions:g}B parameters x {per_param} bytes each per checkpoint: our estimate, "
-            "healtrl.recipes.recipe.BYTES_PER_PARAMETER)"
+            "healtrl.recipes.BYTES_PER_PARAMETER)"
         )
     candidates = None
     if rule is not None:

@@ -32,6 +32,9 @@ on `task:dapo-math-17k` (PosAdv, OPEFO) evaluates `--tasks aime24@answer_line,ai
 **Which AMC.** `amc23` is math-ai/amc23 (AMC 2023, 40 problems): HEAL's and OPEFO's AMC23 (40 problems each, stated
 in the papers) and, the count not being stated, PosAdv's. `aimo-validation-amc` is AI-MO/aimo-validation-amc (83
 AMC 12 2022-2023 problems rewritten to integer answers): AER's "AMC23" (AER Appendix B links it).
+
+What the package may import: its layer's modules (`healtrl.toy` for the toy tasks) and `healtrl.utils`, never the
+trainers, the evaluation or the command line (`pyproject.toml`'s import contract).
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@
     trainer.train()
 
 `reproduce_entropy_collapse()` runs the whole entropy-collapse experiment in one call.
+
+What the package may import: `healtrl.functional`, `healtrl.utils` and its own modules, never the trainers, the
+evaluation or the command line (`pyproject.toml`'s import contract).
 """
 
 from .cache import (

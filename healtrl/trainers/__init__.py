@@ -1,4 +1,11 @@
-"""Trainers of healtrl and the registry that `train.py` selects them from by name."""
+"""Trainers of healtrl and the registry that `train.py` selects them from by name.
+
+What it holds: the base trainer (`base.py`, the levers), the method contract (`contract.py`), one file per method
+(`heal.py`, `aer.py`, `posadv.py`, `opefo.py`, `baselines.py`), the TRL boundary (`_trl/`) and the registry below.
+What it may import: every layer below it (data, tasks, rewards, recipes, models, the card, checkpoints, the
+entropy views and curves, functional, kernels, utils), never the evaluation, the selection or the command line
+(`pyproject.toml`'s import contract).
+"""
 
 from __future__ import annotations
 
