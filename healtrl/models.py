@@ -402,3 +402,25 @@ def _verify(entry: OfflineModel, gguf_model, gguf_tokenizer, folder: Path) -> di
         "top1_agreement": round(agreement, 4),
         "logit_range": round((expected.max() - expected.min()).item(), 2),
     }
+
+
+def liger_unsupported(model) -> str | None:
+    """Why liger-kernel's layer kernels would patch nothing of `model`, or None when they apply.
+
+    transformers' `apply_liger_kernel` (run by `Trainer.train` under `use_liger_kernel=True`) looks the model type up
+    in liger-kernel's `MODEL_TYPE_TO_APPLY_LIGER_FN` and, for a type that is not there, logs at info level only and
+    patches nothing: the run trains exactly as without Liger. This says so, for a warning before training. A PEFT
+    model is looked up by its base model, as transformers does. Needs liger-kernel installed (the caller checks).
+    """
+    from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    model_type = getattr(getattr(base, "config", None), "model_type", None)
+    if model_type in MODEL_TYPE_TO_APPLY_LIGER_FN:
+        return None
+    return (
+        f"use_liger_kernel=True, but liger-kernel has no kernels for model type {model_type!r}: transformers applies "
+        "nothing and the run trains as with use_liger_kernel=false (healtrl's fused LM head is used either way). "
+        "Set use_liger_kernel=false, or train a model type that liger-kernel lists "
+        f"({', '.join(sorted(MODEL_TYPE_TO_APPLY_LIGER_FN))})."
+    )

@@ -272,16 +272,43 @@ def _assert_step(name: str, trainer, batches: list[LossBatch], calls: list) -> N
         _assert_lever_acted(case, calls)
 
 
+def _stand_in_liger(monkeypatch, model_types: set[str]) -> None:
+    """liger-kernel as modules that list `model_types` in `MODEL_TYPE_TO_APPLY_LIGER_FN` (all it is read for here)."""
+    names = ("liger_kernel", "liger_kernel.transformers", "liger_kernel.transformers.monkey_patch")
+    modules = [types.ModuleType(name) for name in names]
+    for module, name in zip(modules, names):
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=name != names[-1])
+        monkeypatch.setitem(sys.modules, name, module)
+    modules[0].transformers, modules[1].monkey_patch = modules[1], modules[2]
+    modules[2].MODEL_TYPE_TO_APPLY_LIGER_FN = {name: None for name in model_types}
+
+
+def test_liger_on_a_model_type_it_does_not_patch_warns_at_construction(tmp_path, monkeypatch):
+    """transformers logs an unsupported model type at info level only and patches nothing; the trainer warns, naming
+    the type and the fix. A supported type gives no such warning; a PEFT model is looked up by its base model."""
+    from healtrl.models import liger_unsupported
+    from tests.helpers import build_trainer
+
+    _stand_in_liger(monkeypatch, {"llama", "qwen3"})
+    model = tiny_model()  # qwen2
+    why = liger_unsupported(model)
+    assert "no kernels for model type 'qwen2'" in why and "use_liger_kernel=false" in why and "llama, qwen3" in why
+    wrapped = types.SimpleNamespace(get_base_model=lambda: model)
+    assert liger_unsupported(wrapped) == why
+    with pytest.warns(UserWarning, match="no kernels for model type 'qwen2'"):
+        build_trainer(EntropyGRPOTrainer, TRAINERS["grpo"][1], tmp_path / "a", model=model, use_liger_kernel=True)
+    _stand_in_liger(monkeypatch, {"qwen2"})
+    assert liger_unsupported(model) is None
+
+
 @pytest.mark.filterwarnings("ignore::FutureWarning")
 @pytest.mark.parametrize("name", list(CASES))
 def test_one_step_with_use_liger_kernel_keeps_every_lever(name, tmp_path, monkeypatch):
-    """On the CPU, liger-kernel stands in as an empty module and transformers' `apply_liger_kernel` is recorded:
+    """On the CPU, liger-kernel stands in as a module listing qwen2 and transformers' `apply_liger_kernel` is recorded:
     the step shows what TRL does with `use_liger_kernel=True` (the layer kernels only, the same loss path)."""
     import transformers.trainer
 
-    fake = types.ModuleType("liger_kernel")
-    fake.__spec__ = importlib.machinery.ModuleSpec("liger_kernel", None)
-    monkeypatch.setitem(sys.modules, "liger_kernel", fake)
+    _stand_in_liger(monkeypatch, {"qwen2"})
     applied = []
     monkeypatch.setattr(
         transformers.trainer, "apply_liger_kernel", lambda model, config: applied.append((model, config))

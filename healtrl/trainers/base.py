@@ -46,6 +46,11 @@ Drop-in for `trl.GRPOTrainer` (README, "TRL compatibility"; `tests/test_trl_comp
 - The overrides of TRL's methods read healtrl's fields through `config_value`, which falls back to the field's
   default, so a subclass or a test double whose `args` carries only TRL's fields takes TRL's path and meets TRL's
   errors.
+
+Why this module is long: it is the one class every method derives from, with its config; the construction checks
+(TRL's config converted, the extras, the dataset that must fill a batch, the reward augmentations' columns), lever 4
+and the step statistics each read the same fields in the order TRL's constructor and training loop run them, and
+read best beside that order.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from trl.trainer.utils import get_config_model_id
 
 from .. import checkpoints
 from ..model_card import GRPO_PAPER
+from ..models import liger_unsupported
 from ..utils.compat import MissingExtraError, check_report_to, is_available, missing_extra, require
 from ._card import CardDescription, ModelCardMixin
 from ._inspect_hooks import RolloutInspector
@@ -431,6 +437,8 @@ class EntropyGRPOTrainer(ModelCardMixin, TRLBoundary):
             # `liger_kernel_config` with `fused_linear_cross_entropy`, `liger_conflict`). Nothing else to refuse: TRL
             # 1.16 applies Liger's layer kernels only and every lever of every trainer applies (`liger_conflict`).
             require("liger", "use_liger_kernel=True")
+            if unsupported := liger_unsupported(self.model):  # transformers would only log it at info level
+                warnings.warn(unsupported, stacklevel=2)
         self._check_dataset_fills_a_batch()
 
         augmentations = self.get_reward_augmentations()
