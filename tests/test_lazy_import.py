@@ -129,15 +129,6 @@ def test_unknown_attribute_is_an_attribute_error():
     assert not hasattr(healtrl, "no_such_name")
 
 
-def test_eval_parser_constants_are_the_evaluation_modules():
-    """`healtrl.cli.eval` restates two constants of `healtrl.evaluation` so that `healtrl eval --help` needs no torch."""
-    import healtrl.cli.eval as cli_eval
-    import healtrl.evaluation.engine as evaluation
-
-    assert cli_eval.BACKENDS == evaluation.BACKENDS
-    assert cli_eval.DEFAULT_THRESHOLD == evaluation.DEFAULT_THRESHOLD
-
-
 @pytest.mark.parametrize("args", FAST_COMMANDS, ids=lambda args: " ".join(args) or "no-args")
 def test_command_answers_in_under_a_second_of_cpu_without_torch(args):
     done, cpu = _run([sys.executable, "-X", "importtime", "-m", "healtrl", *args])

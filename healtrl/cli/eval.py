@@ -16,14 +16,9 @@ from typing import Any
 
 from healtrl.generation import SamplingSettings
 
+from ..evaluation.options import BACKENDS, DEFAULT_THRESHOLD
 from ..utils.distributed import processes
 from .common import RaisingParser, StoreOnce, UsageError, add_version_option, configure_threads
-
-# `healtrl.evaluation`'s BACKENDS and DEFAULT_THRESHOLD, restated so that building the parser (`--help`) does not
-# import `healtrl.evaluation`, which imports torch (through `healtrl.functional`); `tests/test_lazy_import.py` checks
-# that the two pairs are equal.
-BACKENDS = ("auto", "vllm", "transformers")
-DEFAULT_THRESHOLD = 1.0
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 - `engine`: k samples per problem, avg@k, pass@k and response length (`evaluate`, `healtrl eval`);
 - `callback`: `PeriodicEvalCallback`, the same evaluation on the current policy during training;
+- `options`: the backends and the correctness threshold, which `healtrl eval --help` reads without torch;
 - `best_checkpoint`: every saved checkpoint of a run evaluated by its recipe's rule (`healtrl eval --checkpoints`).
 
 What it may import: the trainers and every layer below them (data, tasks, rewards, generation, recipes, helpers),
@@ -13,7 +14,7 @@ from healtrl.utils.lazy import lazy_exports
 
 _EXPORTS = {
     "Completion": "engine",
-    "DEFAULT_THRESHOLD": "engine",
+    "DEFAULT_THRESHOLD": "options",
     "EvalResults": "engine",
     "SamplingSettings": "engine",
     "TaskResult": "engine",

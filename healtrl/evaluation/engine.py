@@ -51,6 +51,8 @@ from healtrl.utils.numbers import is_number
 from healtrl.utils.prompts import is_conversational
 from healtrl.utils.prompts import tokenize_prompts as _tokenize_prompts
 
+from .options import BACKENDS, DEFAULT_THRESHOLD
+
 __all__ = [
     "DEFAULT_THRESHOLD",
     "Completion",
@@ -66,11 +68,8 @@ __all__ = [
     "tokenize_prompts",
 ]
 
-DEFAULT_THRESHOLD = 1.0
-"""A completion is correct when its reward is at least this (full credit for 0/1 rewards and all-tests-pass code)."""
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
-BACKENDS = ("auto", "vllm", "transformers")
 
 
 # ----------------------------------------------------------------------------------------------------------------
