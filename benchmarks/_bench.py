@@ -297,3 +297,23 @@ def four_gemms(h, w, rows: int, slab: int) -> None:
                 torch.mm(z, h_c, out=dw[v0 : v0 + slab])
             else:
                 dw[v0 : v0 + slab].addmm_(z, h_c)
+
+
+def next_inputs(trainer):
+    """One training micro-batch of `trainer`, generated and scored as TRL does at the start of training (the timing
+    scripts' `--overhead` modes; the test suite has the same helper in tests/helpers.py, which scripts do not import)."""
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps  # the loss reads it
+    batch = next(iter(trainer.get_train_dataloader()))
+    return trainer._prepare_inputs(batch)
+
+
+def loss_and_grads(trainer, inputs):
+    """The loss of one micro-batch and the gradient of every parameter, after one backward from zero gradients."""
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
+    trainer.model.zero_grad(set_to_none=True)
+    loss = trainer.compute_loss(trainer.model, inputs)
+    loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
+    return loss.detach(), grads

@@ -17,7 +17,6 @@ trainer (`EntropyGRPOTrainer`).
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import statistics
 import time
@@ -85,15 +84,12 @@ def table(args):
 
 
 def overhead(args):
-    import sys
-
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _bench import loss_and_grads, next_inputs
     from transformers import set_seed
 
     from healtrl.toy import load_toy_model
     from healtrl.toy.collapse import toy_grpo_config
     from healtrl.toy.tasks import make_dataset, toy_reward
-    from tests.helpers import loss_and_grads, next_inputs
 
     torch.set_num_threads(1)
     cases = {

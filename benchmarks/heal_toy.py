@@ -30,14 +30,11 @@ import datetime
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 import warnings
 
 import torch
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # `tests.helpers` (--overhead)
 
 # The world, its data and the trainers of the grpo / hybrid / heal runs are the study's (healtrl.study).
 from healtrl.study.runs import make_heal_family_trainer as make_trainer  # noqa: E402
@@ -136,13 +133,13 @@ def overhead(args):
     step itself adds only EDA; the hook's cost shows up in generation, timed separately), `forward` runs one no-grad
     forward with the fused kernel (what happens under vLLM without TRL's old-log-prob pass).
     """
+    from _bench import loss_and_grads, next_inputs
     from transformers import set_seed
 
     from healtrl import EntropyGRPOConfig, EntropyGRPOTrainer, HEALConfig, HEALTrainer
     from healtrl.functional import eda_rewards
     from healtrl.toy import load_toy_model
     from healtrl.toy.tasks import toy_reward
-    from tests.helpers import loss_and_grads, next_inputs
 
     torch.set_num_threads(1)
     target, general = target_data(80, 0), general_pool()

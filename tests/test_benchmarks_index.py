@@ -28,12 +28,6 @@ KINDS = {"suite", "helper", "one-off"}
 DEVICES = {"CPU", "H100", "H200", "none"}
 # A script or a results path written out in full (in prose or a command)
 FULL_PATH = re.compile(r"benchmarks/(?:results/[\w./+-]*|(?:archive/)?[\w-]+\.(?:py|sh)\b)")
-# The sys.path edits left (script, what): heal_toy.py's and entropy_methods.py's `--overhead` import `tests.helpers`
-# from the repository root. The test fails when one is gone too, so that this list only shrinks.
-PENDING_STUDY_MOVE = {
-    ("entropy_methods.py", "sys.path"),
-    ("heal_toy.py", "sys.path"),
-}
 
 
 # The results cell of a GPU-only script that no lent GPU has run yet
@@ -147,5 +141,4 @@ def test_the_import_rule_reads_what_it_should(tmp_path):
 
 def test_no_sys_path_edits_and_no_imports_between_scripts():
     found = set().union(*(_violations(p) for p in _scripts() + [BENCHMARKS / SHARED] if p.suffix == ".py"))
-    assert sorted(found - PENDING_STUDY_MOVE) == [], "benchmarks/ may import only _bench and must not edit sys.path"
-    assert sorted(PENDING_STUDY_MOVE - found) == [], "fixed: remove these from PENDING_STUDY_MOVE"
+    assert sorted(found) == [], "benchmarks/ may import only _bench and must not edit sys.path"
