@@ -301,7 +301,7 @@ def four_gemms(h, w, rows: int, slab: int) -> None:
 
 def next_inputs(trainer):
     """One training micro-batch of `trainer`, generated and scored as TRL does at the start of training (the timing
-    scripts' `--overhead` modes; the test suite has the same helper in tests/helpers.py, which scripts do not import)."""
+    scripts' `--overhead` modes, and the test suite through tests/helpers.py)."""
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps  # the loss reads it
     batch = next(iter(trainer.get_train_dataloader()))

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from transformers import set_seed
 
+from benchmarks._bench import loss_and_grads, next_inputs  # noqa: F401  (one micro-batch: shared with the benchmarks)
 from healtrl.toy.model import build_model
 from healtrl.toy.tasks import make_dataset, toy_reward
 from healtrl.toy.tokenizer import build_tokenizer
@@ -74,25 +75,6 @@ def build_trainer(trainer_cls, config_cls, output_dir, *, reward_funcs=None, tra
         train_dataset=train_dataset if train_dataset is not None else tiny_dataset(),
         processing_class=tokenizer,
     )
-
-
-def next_inputs(trainer):
-    """One training micro-batch of `trainer`, generated and scored as TRL does at the start of training."""
-    trainer.model.train()
-    # Set by the Trainer's training loop; the loss normalisation of several loss types reads it.
-    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
-    batch = next(iter(trainer.get_train_dataloader()))
-    return trainer._prepare_inputs(batch)
-
-
-def loss_and_grads(trainer, inputs):
-    trainer.model.train()
-    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
-    trainer.model.zero_grad(set_to_none=True)
-    loss = trainer.compute_loss(trainer.model, inputs)
-    loss.backward()
-    grads = {n: p.grad.detach().clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
-    return loss.detach(), grads
 
 
 def clean_history(history: list[dict]) -> list[dict]:
