@@ -127,15 +127,18 @@ def _importlinter_config() -> dict:
     return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
 
 
+def layer_names(contracts: list[dict]) -> set[str]:
+    """Every module name the layers contracts list (`views.entropy` for a module named one by one)."""
+    return {name.strip() for contract in contracts for layer in contract["layers"] for name in re.split(r"[:|]", layer)}
+
+
 def modules_outside_layers(package: Path, contracts: list[dict]) -> list[str]:
     """The top-level modules and subpackages of `package` (its root `__init__.py` aside) that no layers contract names:
     import-linter checks nothing about them, so a module left out of every layer may import any layer. A subpackage
     whose modules sit in different layers (`views.entropy`, `views.inspection`) is named module by module: then each of
     its modules must be named, and its `__init__.py` may import only the bottom layer (`healtrl.utils`), which
     `test_split_package_inits_import_only_utils` checks."""
-    named = {
-        name.strip() for contract in contracts for layer in contract["layers"] for name in re.split(r"[:|]", layer)
-    }
+    named = layer_names(contracts)
     top = [path.stem for path in package.glob("*.py") if path.name != "__init__.py"]
     top += [path.name for path in package.iterdir() if (path / "__init__.py").is_file()]
     outside = []
@@ -154,9 +157,7 @@ def modules_outside_layers(package: Path, contracts: list[dict]) -> list[str]:
 
 def split_packages(contracts: list[dict]) -> list[str]:
     """The subpackages the layers name module by module (`views` for `views.entropy`)."""
-    named = {
-        name.strip() for contract in contracts for layer in contract["layers"] for name in re.split(r"[:|]", layer)
-    }
+    named = layer_names(contracts)
     return sorted({n.split(".")[0] for n in named if "." in n} - named)
 
 
